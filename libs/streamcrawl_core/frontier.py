@@ -1,0 +1,424 @@
+"""The Mercator-style URL frontier: which URL matters most, and which host may be hit now.
+
+Structure (all in memory, pure; the service persists state and rebuilds with ``restore_host``):
+
+* **Back queues** -- one per host, holding only that host's URLs (a heap per kind ordered by
+  priority, then arrival). A host is in exactly one state: IDLE (nothing due), WAITING (in the
+  timer heap), READY (timer expired, waiting to be picked) or IN_FLIGHT (leased to a fetcher).
+* **Timer heap** of ``(next_allowed_at, host, epoch)``. Entries are invalidated lazily: every state
+  change bumps the host's ``epoch`` and stale entries are skipped when popped.
+* **Front queues** -- ``F`` priority levels (0 = highest) per kind. A READY host sits in the FIFO
+  bucket ``[kind][priority of its best URL of that kind]``. A *stride scheduler* over the non-empty
+  levels gives level ``p`` a share proportional to its weight (default ``F - p``): strongly biased,
+  yet every non-empty level is served within a bounded number of picks (no starvation). A level
+  that was empty re-enters at the current virtual time, so it cannot "bank" credit and burst.
+* **Discovery/refresh split** -- the same stride scheduler over the two kinds (default 30/70), so a
+  flood of new links cannot starve recrawls and vice versa; a kind with nothing ready cedes its
+  share to the other.
+* **URLs with ``not_before`` in the future** wait in a separate heap and join their host's queue
+  when due.
+
+Politeness guarantees: ``next(now)`` only returns a URL of a host whose timer is <= ``now`` and
+which has no fetch in flight; it leases the host until ``done`` or ``release``. ``now`` must be
+non-decreasing across calls (the due-check for ``not_before`` relies on the latest ``now`` seen).
+
+Complexity (B hosts, U queued URLs, F levels, a constant): ``add`` O(log U); ``next`` amortised
+O(log B + log U + F) -- each host moves timer heap -> bucket once per lease with one heap pop and
+the selector scans F levels; ``done``/``release`` O(log B + log U). No operation scans hosts.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple
+
+from streamcrawl_core.politeness import (
+    HostOverride,
+    PolitenessConfig,
+    backoff_delay,
+    required_delay,
+    should_back_off,
+)
+
+__all__ = ["Frontier", "FrontierConfig", "FrontierItem", "HostSnapshot", "Kind"]
+
+Kind = Literal["discovery", "refresh"]
+_KINDS: tuple[Kind, Kind] = ("discovery", "refresh")
+_KIND_INDEX: dict[str, int] = {"discovery": 0, "refresh": 1}
+
+_IDLE, _WAITING, _READY, _IN_FLIGHT = 0, 1, 2, 3
+
+# (priority, seq, url, enqueued_at, not_before): seq keeps FIFO order within a priority.
+_Entry = tuple[int, int, str, float, float]
+
+
+class FrontierItem(NamedTuple):
+    url: str
+    host: str
+    priority: int
+    kind: Kind
+    enqueued_at: float
+    not_before: float
+
+
+class HostSnapshot(NamedTuple):
+    """Durable per-host politeness state (what goes into the HostRecord)."""
+
+    host: str
+    next_allowed_at: float
+    backoff_level: int
+    in_flight: bool
+    queued: int
+
+
+@dataclass(frozen=True)
+class FrontierConfig:
+    num_priorities: int = 10
+    # Stride weights per level; None = F - p (level 0 gets F times the share of the last level).
+    priority_weights: tuple[float, ...] | None = None
+    discovery_share: float = 0.3
+    politeness: PolitenessConfig = field(default_factory=PolitenessConfig)
+    max_backoff_level: int = 32
+    seed: int = 0  # seeds the back-off jitter, so runs are reproducible
+
+    def __post_init__(self) -> None:
+        if self.num_priorities < 1:
+            raise ValueError("num_priorities must be >= 1")
+        weights = self.weights()
+        if len(weights) != self.num_priorities or not all(math.isfinite(w) and w > 0 for w in weights):
+            raise ValueError("priority_weights must be num_priorities finite numbers > 0")
+        if not 0.0 < self.discovery_share < 1.0:
+            raise ValueError("discovery_share must be in (0, 1)")
+        if self.max_backoff_level < 0:
+            raise ValueError("max_backoff_level must be >= 0")
+
+    def weights(self) -> tuple[float, ...]:
+        if self.priority_weights is not None:
+            return self.priority_weights
+        return tuple(float(self.num_priorities - p) for p in range(self.num_priorities))
+
+
+class _Host:
+    __slots__ = (
+        "backoff_level",
+        "crawl_delay",
+        "delayed",
+        "epoch",
+        "inflight",
+        "name",
+        "next_allowed",
+        "override",
+        "queues",
+        "slots",
+        "state",
+    )
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.queues: tuple[list[_Entry], list[_Entry]] = ([], [])
+        self.delayed = 0  # URLs of this host still waiting for their not_before
+        self.next_allowed = 0.0
+        self.backoff_level = 0
+        self.crawl_delay: float | None = None
+        self.override: HostOverride | None = None
+        self.state = _IDLE
+        self.epoch = 0
+        self.slots: list[tuple[int, int]] = []  # (kind, priority) buckets holding a live entry
+        self.inflight: tuple[int, _Entry] | None = None
+
+
+class _Stride:
+    """Deterministic stride scheduling over a fixed set of weighted slots."""
+
+    __slots__ = ("passes", "strides", "vtime")
+
+    def __init__(self, weights: tuple[float, ...]) -> None:
+        self.strides = [1.0 / w for w in weights]
+        self.passes = [0.0] * len(weights)
+        self.vtime = 0.0
+
+    def pick(self, live: list[int]) -> int:
+        """Index of the non-empty slot to serve next; caller guarantees one is non-empty."""
+        best, best_pass, vtime = -1, math.inf, self.vtime
+        passes = self.passes
+        for i, count in enumerate(live):
+            if count:
+                # An idle slot re-enters at the virtual time: no credit is banked while empty.
+                p = passes[i] if passes[i] > vtime else vtime
+                if p < best_pass:
+                    best, best_pass = i, p
+        self.vtime = best_pass
+        passes[best] = best_pass + self.strides[best]
+        return best
+
+
+class Frontier:
+    def __init__(self, config: FrontierConfig | None = None) -> None:
+        self._cfg = config if config is not None else FrontierConfig()
+        self._pol = self._cfg.politeness
+        nprio = self._cfg.num_priorities
+        self._hosts: dict[str, _Host] = {}
+        self._known: dict[str, str] = {}  # url -> host for every URL queued, delayed or in flight
+        self._timer: list[tuple[float, str, int]] = []
+        self._delayed: list[tuple[float, int, str, str, int, int, float]] = []
+        self._buckets = [[deque[tuple[_Host, int]]() for _ in range(nprio)] for _ in _KINDS]
+        self._live = [[0] * nprio for _ in _KINDS]
+        self._ready = [0, 0]  # live bucket entries per kind
+        self._levels = [_Stride(self._cfg.weights()) for _ in _KINDS]
+        share = self._cfg.discovery_share
+        self._kinds = _Stride((share, 1.0 - share))
+        self._rng = random.Random(self._cfg.seed)
+        self._seq = 0
+        self._queued = 0
+        self._in_flight = 0
+        self._now = -math.inf
+
+    # ----------------------------------------------------------------- state transitions
+    def _host(self, name: str) -> _Host:
+        h = self._hosts.get(name)
+        if h is None:
+            h = self._hosts[name] = _Host(name)
+        return h
+
+    def _schedule(self, h: _Host) -> None:
+        """Host is not in flight: put it on the timer heap if it has due URLs, else IDLE."""
+        h.epoch += 1
+        if h.queues[0] or h.queues[1]:
+            h.state = _WAITING
+            heapq.heappush(self._timer, (h.next_allowed, h.name, h.epoch))
+        else:
+            h.state = _IDLE
+
+    def _slot(self, h: _Host) -> None:
+        h.state = _READY
+        for k in (0, 1):
+            q = h.queues[k]
+            if q:
+                p = q[0][0]
+                self._buckets[k][p].append((h, h.epoch))
+                self._live[k][p] += 1
+                self._ready[k] += 1
+                h.slots.append((k, p))
+
+    def _unslot(self, h: _Host) -> None:
+        for k, p in h.slots:
+            self._live[k][p] -= 1
+            self._ready[k] -= 1
+        h.slots.clear()
+        h.epoch += 1  # makes every bucket entry of this host stale
+
+    def _enqueue(self, h: _Host, k: int, entry: _Entry) -> None:
+        heapq.heappush(h.queues[k], entry)
+        if h.state == _IDLE:
+            self._schedule(h)
+        elif h.state == _READY:
+            current = next((p for kk, p in h.slots if kk == k), None)
+            if current is None or entry[0] < current:
+                self._unslot(h)
+                self._slot(h)
+
+    # ----------------------------------------------------------------- public API
+    def add(
+        self,
+        url: str,
+        host: str,
+        priority: int = 5,
+        not_before: float = 0.0,
+        kind: Kind = "discovery",
+        *,
+        enqueued_at: float = 0.0,
+    ) -> bool:
+        """Queue ``url``; False (and no change) if it is already queued or in flight."""
+        if url in self._known:
+            return False
+        if not url or not host:
+            raise ValueError("url and host must be non-empty")
+        if not 0 <= priority < self._cfg.num_priorities:
+            raise ValueError(f"priority must be in [0, {self._cfg.num_priorities}), got {priority!r}")
+        k = _KIND_INDEX.get(kind)
+        if k is None:
+            raise ValueError(f"kind must be 'discovery' or 'refresh', got {kind!r}")
+        if not math.isfinite(not_before):
+            raise ValueError(f"not_before must be finite, got {not_before!r}")
+        h = self._host(host)
+        self._known[url] = host
+        self._seq += 1
+        self._queued += 1
+        if not_before > self._now:
+            h.delayed += 1
+            heapq.heappush(self._delayed, (not_before, self._seq, url, host, priority, k, enqueued_at))
+        else:
+            self._enqueue(h, k, (priority, self._seq, url, enqueued_at, not_before))
+        return True
+
+    def next(self, now: float) -> FrontierItem | None:
+        """Lease the best URL of a host that may be contacted at ``now``; None if none may."""
+        if now > self._now:
+            self._now = now
+        delayed = self._delayed
+        while delayed and delayed[0][0] <= now:
+            nb, seq, url, name, prio, k, enq = heapq.heappop(delayed)
+            h = self._hosts[name]
+            h.delayed -= 1
+            self._enqueue(h, k, (prio, seq, url, enq, nb))
+        timer, hosts = self._timer, self._hosts
+        while timer and timer[0][0] <= now:
+            _, name, epoch = heapq.heappop(timer)
+            h = hosts[name]
+            if h.epoch == epoch and h.state == _WAITING:
+                self._slot(h)
+        ready = self._ready
+        if ready[0] and ready[1]:
+            k = self._kinds.pick(ready)
+        elif ready[0] or ready[1]:
+            k = 0 if ready[0] else 1
+        else:
+            return None
+        p = self._levels[k].pick(self._live[k])
+        bucket = self._buckets[k][p]
+        while True:  # live count > 0 guarantees a valid entry; stale ones are dropped on the way
+            h, epoch = bucket.popleft()
+            if h.epoch == epoch:
+                break
+        self._unslot(h)
+        entry = heapq.heappop(h.queues[k])
+        h.state = _IN_FLIGHT
+        h.inflight = (k, entry)
+        self._queued -= 1
+        self._in_flight += 1
+        return FrontierItem(entry[2], h.name, entry[0], _KINDS[k], entry[3], entry[4])
+
+    def done(
+        self,
+        host: str,
+        now: float,
+        fetch_s: float,
+        status: int | None,
+        crawl_delay_s: float | None = None,
+        retry_after_s: float | None = None,
+    ) -> float:
+        """Finish the host's fetch; set and return its next allowed time.
+
+        Delay = politeness rule; on 429/5xx/network error the back-off level rises and the delay
+        is at least the (jittered, capped) back-off, honouring Retry-After; success resets it.
+        A ``done`` for a host that is not in flight (late report after ``release``) only pushes
+        the timer later, never earlier, and touches no queue.
+        """
+        if not math.isfinite(now):
+            raise ValueError(f"now must be finite, got {now!r}")
+        h = self._host(host)
+        if crawl_delay_s is not None:
+            h.crawl_delay = crawl_delay_s
+        delay = required_delay(fetch_s, h.crawl_delay, self._pol, h.override)
+        if should_back_off(status):
+            h.backoff_level = min(h.backoff_level + 1, self._cfg.max_backoff_level)
+            delay = max(delay, backoff_delay(h.backoff_level, retry_after_s, self._rng.random(), self._pol))
+        else:
+            h.backoff_level = 0
+        if now > self._now:
+            self._now = now
+        when = now + delay
+        if h.state == _IN_FLIGHT and h.inflight is not None:
+            del self._known[h.inflight[1][2]]
+            h.inflight = None
+            self._in_flight -= 1
+            h.next_allowed = when
+            self._schedule(h)
+        elif when > h.next_allowed:
+            h.next_allowed = when
+            if h.state == _READY:
+                self._unslot(h)
+            if h.state != _IDLE:
+                self._schedule(h)
+        return h.next_allowed
+
+    def release(self, host: str, url: str, now: float) -> bool:
+        """Return an expired lease: the URL goes back to its place in the host's queue and the
+        host is freed after the minimum delay (the fetch may have happened). False if ``url`` is
+        not the host's leased URL."""
+        h = self._hosts.get(host)
+        if h is None or h.state != _IN_FLIGHT or h.inflight is None or h.inflight[1][2] != url:
+            return False
+        k, entry = h.inflight
+        h.inflight = None
+        heapq.heappush(h.queues[k], entry)  # original (priority, seq): it keeps its place
+        self._in_flight -= 1
+        self._queued += 1
+        if now > self._now:
+            self._now = now
+        min_delay = self._pol.min_delay_s
+        if h.override is not None and h.override.min_delay_s is not None:
+            min_delay = h.override.min_delay_s
+        h.next_allowed = max(h.next_allowed, now + min_delay)
+        self._schedule(h)
+        return True
+
+    def set_host_params(
+        self, host: str, crawl_delay_s: float | None = None, override: HostOverride | None = None
+    ) -> None:
+        """Set (None clears) the host's robots.txt Crawl-delay and agreed-rate override."""
+        h = self._host(host)
+        h.crawl_delay = crawl_delay_s
+        h.override = override
+
+    def restore_host(self, host: str, next_allowed_at: float, backoff_level: int) -> None:
+        """Rebuild a host's politeness state from durable storage (e.g. after a restart)."""
+        if not math.isfinite(next_allowed_at) or backoff_level < 0:
+            raise ValueError("next_allowed_at must be finite and backoff_level >= 0")
+        h = self._host(host)
+        h.next_allowed = next_allowed_at
+        h.backoff_level = min(backoff_level, self._cfg.max_backoff_level)
+        if h.state == _READY:
+            self._unslot(h)
+        if h.state in (_READY, _WAITING):
+            self._schedule(h)
+
+    def next_wakeup(self) -> float | None:
+        """Earliest time ``next`` may return an item (a lower bound); None if only ``done`` can help."""
+        if self._ready[0] or self._ready[1]:
+            return self._now
+        timer, hosts = self._timer, self._hosts
+        while timer:  # drop stale heads so the answer is not too early
+            _, name, epoch = timer[0]
+            h = hosts[name]
+            if h.epoch == epoch and h.state == _WAITING:
+                break
+            heapq.heappop(timer)
+        candidates = [timer[0][0]] if timer else []
+        if self._delayed:
+            candidates.append(self._delayed[0][0])
+        return min(candidates) if candidates else None
+
+    def host_snapshot(self, host: str) -> HostSnapshot | None:
+        h = self._hosts.get(host)
+        if h is None:
+            return None
+        in_flight = h.state == _IN_FLIGHT
+        return HostSnapshot(host, h.next_allowed, h.backoff_level, in_flight, self.queued_for(host))
+
+    def queued_for(self, host: str) -> int:
+        """URLs of ``host`` queued (due or not yet due), excluding one in flight."""
+        h = self._hosts.get(host)
+        if h is None:
+            return 0
+        return len(h.queues[0]) + len(h.queues[1]) + h.delayed
+
+    def is_known(self, url: str) -> bool:
+        return url in self._known
+
+    def __len__(self) -> int:
+        """URLs queued (due or not yet due), excluding those in flight."""
+        return self._queued
+
+    @property
+    def hosts_count(self) -> int:
+        """Hosts with state: active back queues plus remembered politeness timers."""
+        return len(self._hosts)
+
+    @property
+    def in_flight_count(self) -> int:
+        return self._in_flight

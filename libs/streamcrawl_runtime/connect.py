@@ -1,0 +1,45 @@
+"""Connection factories for the three engines, built from StackSettings. Nothing else in the project
+constructs a Cassandra cluster or a minio client, so timeouts and policies are set in one place."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from cassandra.cluster import Cluster, Session
+from cassandra.policies import RoundRobinPolicy
+from minio import Minio
+
+from streamcrawl_runtime.settings import StackSettings
+
+# The driver logs a warning per connection attempt while a node starts; readiness probes retry anyway.
+logging.getLogger("cassandra").setLevel(logging.ERROR)
+
+
+def cassandra_session(settings: StackSettings, keyspace: str | None = None, connect_timeout: float = 5.0) -> Session:
+    """A session on the configured cluster. The caller owns it (call `.cluster.shutdown()`)."""
+    cluster = Cluster(
+        contact_points=settings.cassandra_host_list,
+        port=settings.cassandra_port,
+        load_balancing_policy=RoundRobinPolicy(),
+        protocol_version=5,
+        connect_timeout=connect_timeout,
+        control_connection_timeout=connect_timeout,
+    )
+    session = cluster.connect(keyspace)
+    session.default_timeout = 20.0
+    return session
+
+
+def minio_client(settings: StackSettings) -> Minio:
+    return Minio(
+        settings.s3_endpoint,
+        access_key=settings.s3_access_key,
+        secret_key=settings.s3_secret_key,
+        secure=settings.s3_secure,
+        region=settings.s3_region,
+    )
+
+
+def kafka_common(settings: StackSettings) -> dict[str, Any]:
+    return {"bootstrap.servers": settings.kafka_bootstrap}

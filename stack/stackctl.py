@@ -1,0 +1,403 @@
+"""Local stack manager: fetch, start, stop and report Apache Kafka, Apache Cassandra and the S3 store
+(versitygw) on loopback, without Docker.
+
+    python stack/stackctl.py up | down | status | fetch
+
+Everything it downloads, builds or writes lives under .stack/ (git-ignored): jars and binaries are
+fetched once and reused; data, logs and pid files sit beside them. Each start waits on a real readiness
+probe (an admin call, a CQL query, an S3 call) and fails with one line naming the engine and its log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STACK = Path(os.environ.get("STREAMCRAWL_STACK_DIR", ROOT / ".stack"))
+LOGS = STACK / "logs"
+RUN = STACK / "run"
+DATA = STACK / "data"
+HERE = ROOT / "stack"
+
+KAFKA_PORT = int(os.environ.get("STREAMCRAWL_KAFKA_PORT", "19092"))
+KAFKA_CONTROLLER_PORT = int(os.environ.get("STREAMCRAWL_KAFKA_CONTROLLER_PORT", "19093"))
+CASSANDRA_PORT = int(os.environ.get("STREAMCRAWL_CASSANDRA_PORT", "19042"))
+CASSANDRA_STORAGE_PORT = int(os.environ.get("STREAMCRAWL_CASSANDRA_STORAGE_PORT", "17000"))
+S3_PORT = int(os.environ.get("STREAMCRAWL_S3_PORT", "19000"))
+VERSITYGW_MODULE = "github.com/versity/versitygw/cmd/versitygw@v1.8.0"
+S3_ACCESS, S3_SECRET = "streamcrawl", "streamcrawl-secret"
+
+FETCH_TIMEOUT_S = 900
+READY_TIMEOUT_S = {"kafka": 120, "cassandra": 240, "s3": 30}
+
+
+class StackError(RuntimeError):
+    """One-line, user-facing failure: names the engine and the log to read."""
+
+
+def log_path(name: str) -> Path:
+    return LOGS / f"{name}.log"
+
+
+def fail(engine: str, what: str, log: Path | None = None) -> StackError:
+    where = f" (see {log.relative_to(ROOT) if log.is_relative_to(ROOT) else log})" if log else ""
+    return StackError(f"stack: {engine}: {what}{where}")
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def run_logged(engine: str, cmd: list[str], log: Path, env: dict[str, str] | None = None,
+               timeout: float = FETCH_TIMEOUT_S, cwd: Path | None = None) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as fh:
+        fh.write(f"\n$ {' '.join(cmd)}\n".encode())
+        fh.flush()
+        try:
+            proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, timeout=timeout, cwd=cwd)
+        except subprocess.TimeoutExpired as exc:
+            raise fail(engine, f"'{cmd[0]}' did not finish in {timeout:.0f}s (a registry that does not answer?)",
+                       log) from exc
+        except FileNotFoundError as exc:
+            raise fail(engine, f"'{cmd[0]}' is not installed", log) from exc
+    if proc.returncode != 0:
+        raise fail(engine, f"'{' '.join(cmd[:3])} ...' failed with exit code {proc.returncode}", log)
+
+
+# ---------------------------------------------------------------- fetch (cached under .stack/)
+
+def _stamp(*paths: Path, extra: str = "") -> str:
+    h = hashlib.sha256(extra.encode())
+    for p in paths:
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _check_jars(engine: str, lib: Path, log: Path) -> None:
+    jars = list(lib.glob("*.jar"))
+    if not jars:
+        raise fail(engine, f"no jars in {lib}", log)
+    for jar in jars:
+        try:
+            with zipfile.ZipFile(jar) as zf:
+                zf.getinfo("META-INF/MANIFEST.MF") if "META-INF/MANIFEST.MF" in zf.namelist() else None
+        except (zipfile.BadZipFile, OSError) as exc:
+            jar.unlink(missing_ok=True)
+            raise fail(engine, f"corrupt download {jar.name} (removed; run again to re-fetch)", log) from exc
+
+
+def fetch_maven(engine: str) -> Path:
+    """Gather the engine's runtime jars with Maven (from the POM in stack/<engine>/)."""
+    pom = HERE / engine / "pom.xml"
+    lib = STACK / engine / "lib"
+    stamp_file = STACK / engine / ".fetched"
+    stamp = _stamp(pom)
+    if stamp_file.exists() and stamp_file.read_text() == stamp:
+        return lib
+    log = log_path(f"{engine}-fetch")
+    shutil.rmtree(lib, ignore_errors=True)
+    lib.mkdir(parents=True)
+    run_logged(engine, ["mvn", "-B", "-q", "--strict-checksums", "-f", str(pom), "dependency:copy-dependencies",
+                        f"-DoutputDirectory={lib}", "-DincludeScope=runtime"], log)
+    _check_jars(engine, lib, log)
+    stamp_file.write_text(stamp)
+    return lib
+
+
+def fetch_versitygw() -> Path:
+    """Build the versitygw S3 gateway (Apache-2.0) with `go install`, into .stack/bin."""
+    binary = STACK / "bin" / "versitygw"
+    stamp_file = STACK / "bin" / ".versitygw"
+    if binary.exists() and stamp_file.exists() and stamp_file.read_text() == VERSITYGW_MODULE:
+        return binary
+    log = log_path("s3-fetch")
+    env = dict(os.environ, GOBIN=str(binary.parent), GOFLAGS="-buildvcs=false")
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    run_logged("s3", ["go", "install", VERSITYGW_MODULE], log, env=env)
+    run_logged("s3", [str(binary), "--version"], log, timeout=30)
+    stamp_file.write_text(VERSITYGW_MODULE)
+    return binary
+
+
+# ---------------------------------------------------------------- processes
+
+@dataclass
+class Engine:
+    name: str
+    port: int
+    command: Callable[[], list[str]]
+    ready: Callable[[], None]  # raises while not ready
+    prepare: Callable[[], None] = lambda: None
+
+    @property
+    def pid_file(self) -> Path:
+        return RUN / f"{self.name}.pid"
+
+    @property
+    def log(self) -> Path:
+        return log_path(self.name)
+
+    def pid(self) -> int | None:
+        """The recorded pid, if that process is alive and is still ours (its command line names .stack)."""
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return None
+        return pid if str(STACK).encode() in cmdline else None
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    return str(Path(home) / "bin" / "java") if home else "java"
+
+
+def _fill(template: Path, target: Path, values: dict[str, str]) -> None:
+    text = template.read_text()
+    for key, val in values.items():
+        text = text.replace(f"@@{key}@@", val)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+
+
+def kafka_engine() -> Engine:
+    conf = STACK / "kafka" / "server.properties"
+    data = DATA / "kafka"
+    lib = STACK / "kafka" / "lib"
+    base = [_java(), "-Xms256m", "-Xmx512m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={HERE / 'kafka' / 'log4j2.properties'}",
+            f"-Dkafka.logs.dir={LOGS}", "-cp", f"{lib}/*"]
+
+    def prepare() -> None:
+        _fill(HERE / "kafka" / "server.properties.in", conf,
+              {"BROKER_PORT": str(KAFKA_PORT), "CONTROLLER_PORT": str(KAFKA_CONTROLLER_PORT), "DATA": str(data)})
+        if not (data / "meta.properties").exists():
+            data.mkdir(parents=True, exist_ok=True)
+            run_logged("kafka", [*base, "kafka.tools.StorageTool", "format", "-t", _kafka_cluster_id(),
+                                 "-c", str(conf), "--ignore-formatted"], log_path("kafka-format"), timeout=120)
+
+    def ready() -> None:
+        from confluent_kafka.admin import AdminClient
+        AdminClient({"bootstrap.servers": f"127.0.0.1:{KAFKA_PORT}", "log_level": 0}).list_topics(timeout=3)
+
+    return Engine("kafka", KAFKA_PORT, lambda: [*base, "kafka.Kafka", str(conf)], ready, prepare)
+
+
+def _kafka_cluster_id() -> str:
+    # A base64url UUID, as `kafka-storage.sh random-uuid` prints.
+    import base64
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def cassandra_engine() -> Engine:
+    conf = STACK / "cassandra" / "cassandra.yaml"
+    data = DATA / "cassandra"
+    lib = STACK / "cassandra" / "lib"
+    opts = [ln.strip() for ln in (HERE / "cassandra" / "jvm17.options").read_text().splitlines()
+            if ln.strip() and not ln.startswith("#")]
+
+    def prepare() -> None:
+        _fill(HERE / "cassandra" / "cassandra.yaml.in", conf,
+              {"STORAGE_PORT": str(CASSANDRA_STORAGE_PORT), "SSL_STORAGE_PORT": str(CASSANDRA_STORAGE_PORT + 1),
+               "NATIVE_PORT": str(CASSANDRA_PORT), "DATA": str(data)})
+        data.mkdir(parents=True, exist_ok=True)
+
+    def command() -> list[str]:
+        return [_java(), "-Xms1g", "-Xmx1g", *opts,
+                "-Dcassandra-foreground=yes", f"-Dcassandra.config=file://{conf}",
+                f"-Dcassandra.storagedir={data}", f"-Dcassandra.logdir={LOGS}",
+                f"-Dlogback.configurationFile={HERE / 'cassandra' / 'logback.xml'}",
+                "-cp", f"{lib}/*", "org.apache.cassandra.service.CassandraDaemon"]
+
+    def ready() -> None:
+        from cassandra.cluster import Cluster
+        cluster = Cluster(["127.0.0.1"], port=CASSANDRA_PORT, connect_timeout=3, control_connection_timeout=3)
+        try:
+            cluster.connect().execute("SELECT release_version FROM system.local", timeout=5)
+        finally:
+            cluster.shutdown()
+
+    return Engine("cassandra", CASSANDRA_PORT, command, ready, prepare)
+
+
+def s3_engine() -> Engine:
+    binary = STACK / "bin" / "versitygw"
+    root = DATA / "s3" / "buckets"
+    meta = DATA / "s3" / "meta"
+
+    def prepare() -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        meta.mkdir(parents=True, exist_ok=True)
+
+    def ready() -> None:
+        from minio import Minio
+        Minio(f"127.0.0.1:{S3_PORT}", S3_ACCESS, S3_SECRET, secure=False, region="us-east-1").list_buckets()
+
+    # --sidecar keeps object metadata in files, so the store does not depend on xattr support.
+    return Engine("s3", S3_PORT, lambda: [str(binary), "--access", S3_ACCESS, "--secret", S3_SECRET,
+                                          "--port", f"127.0.0.1:{S3_PORT}", "--quiet",
+                                          "posix", "--sidecar", str(meta), str(root)], ready, prepare)
+
+
+ENGINES: dict[str, Callable[[], Engine]] = {"kafka": kafka_engine, "cassandra": cassandra_engine, "s3": s3_engine}
+
+
+def start(engine: Engine) -> subprocess.Popen[bytes] | None:
+    if engine.pid() is not None:
+        return None  # already running: `up` is a no-op for it
+    if port_in_use(engine.port):
+        raise fail(engine.name, f"port 127.0.0.1:{engine.port} is already taken by another process", engine.log)
+    engine.prepare()
+    LOGS.mkdir(parents=True, exist_ok=True)
+    RUN.mkdir(parents=True, exist_ok=True)
+    with engine.log.open("ab") as fh:
+        fh.write(f"\n==== start {time.strftime('%Y-%m-%dT%H:%M:%S')}\n".encode())
+        proc = subprocess.Popen(engine.command(), stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=STACK, start_new_session=True)
+    engine.pid_file.write_text(str(proc.pid))
+    return proc
+
+
+def wait_ready(engine: Engine, proc: subprocess.Popen[bytes] | None) -> float:
+    t0 = time.monotonic()
+    deadline = t0 + READY_TIMEOUT_S[engine.name]
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            engine.pid_file.unlink(missing_ok=True)
+            raise fail(engine.name, f"died on start with exit code {proc.returncode}", engine.log)
+        try:
+            engine.ready()
+            return time.monotonic() - t0
+        except Exception as exc:  # the probe's own error is only interesting at the deadline
+            last = exc
+            time.sleep(1.0)
+    raise fail(engine.name, f"not ready after {READY_TIMEOUT_S[engine.name]}s ({type(last).__name__})", engine.log)
+
+
+def provision() -> None:
+    """Topics, schema and bucket: idempotent, so running them on every `up` is cheap and safe."""
+    sys.path[:0] = [str(ROOT / "libs")]
+    from streamcrawl_runtime.bootstrap import apply_migrations, ensure_bucket, ensure_topics
+    from streamcrawl_runtime.connect import cassandra_session, minio_client
+    from streamcrawl_runtime.settings import StackSettings
+
+    settings = StackSettings()
+    try:
+        created = ensure_topics(settings.kafka_bootstrap)
+    except Exception as exc:
+        raise fail("kafka", f"topic creation failed: {exc}", log_path("kafka")) from exc
+    session = cassandra_session(settings)
+    try:
+        applied = apply_migrations(session, settings.cassandra_keyspace, settings.cassandra_replication)
+    except Exception as exc:
+        raise fail("cassandra", f"schema migration failed: {exc}", log_path("cassandra")) from exc
+    finally:
+        session.cluster.shutdown()
+    try:
+        made = ensure_bucket(minio_client(settings), settings.s3_bucket)
+    except Exception as exc:
+        raise fail("s3", f"bucket creation failed: {exc}", log_path("s3")) from exc
+    print(f"stack: provisioned: {len(created)} topics created, {len(applied)} migrations applied, "
+          f"bucket {'created' if made else 'present'}")
+
+
+def cmd_fetch() -> None:
+    t0 = time.monotonic()
+    fetch_maven("kafka")
+    fetch_maven("cassandra")
+    fetch_versitygw()
+    print(f"stack: engines fetched in {time.monotonic() - t0:.1f}s (cached in {STACK.relative_to(ROOT)})")
+
+
+def cmd_up() -> None:
+    t0 = time.monotonic()
+    cmd_fetch()
+    engines = [make() for make in ENGINES.values()]
+    started = [(e, start(e)) for e in engines]  # start all three, then wait: they boot in parallel
+    for engine, proc in started:
+        took = wait_ready(engine, proc)
+        state = "started" if proc is not None else "already running"
+        print(f"stack: {engine.name} {state}, ready on 127.0.0.1:{engine.port} after {took:.1f}s "
+              f"(log {engine.log.relative_to(ROOT) if engine.log.is_relative_to(ROOT) else engine.log})")
+    provision()
+    print(f"stack: up in {time.monotonic() - t0:.1f}s")
+
+
+def cmd_down() -> None:
+    for make in ENGINES.values():
+        engine = make()
+        pid = engine.pid()
+        if pid is None:
+            engine.pid_file.unlink(missing_ok=True)
+            print(f"stack: {engine.name} not running")
+            continue
+        os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and engine.pid() is not None:
+            time.sleep(0.3)
+        if engine.pid() is not None:
+            os.killpg(pid, signal.SIGKILL)
+        engine.pid_file.unlink(missing_ok=True)
+        print(f"stack: {engine.name} stopped (pid {pid})")
+
+
+def cmd_status() -> int:
+    bad = 0
+    for make in ENGINES.values():
+        engine = make()
+        pid = engine.pid()
+        healthy = False
+        if pid is not None:
+            try:
+                engine.ready()
+                healthy = True
+            except Exception:
+                healthy = False
+        bad += 0 if healthy else 1
+        state = "healthy" if healthy else ("running, not ready" if pid else "stopped")
+        print(f"{engine.name:10s} {state:20s} pid={pid or '-':<8} 127.0.0.1:{engine.port:<6} log={engine.log}")
+    return 1 if bad else 0
+
+
+def cmd_reset() -> None:
+    cmd_down()
+    shutil.rmtree(DATA, ignore_errors=True)
+    print("stack: data removed (downloads kept)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["up", "down", "status", "fetch", "provision", "reset"])
+    args = parser.parse_args()
+    try:
+        if args.command == "status":
+            return cmd_status()
+        {"up": cmd_up, "down": cmd_down, "fetch": cmd_fetch, "provision": provision, "reset": cmd_reset}[args.command]()
+    except StackError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

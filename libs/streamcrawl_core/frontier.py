@@ -163,7 +163,10 @@ class Frontier:
         nprio = self._cfg.num_priorities
         self._hosts: dict[str, _Host] = {}
         self._known: dict[str, str] = {}  # url -> host for every URL queued, delayed or in flight
-        self._timer: list[tuple[float, str, int]] = []
+        # (time, tick, host, epoch): the unique tick stops tuple comparison before it reaches the
+        # host object (and avoids slow string compares when many timers are equal, e.g. at start).
+        self._timer: list[tuple[float, int, _Host, int]] = []
+        self._tick = 0
         self._delayed: list[tuple[float, int, str, str, int, int, float]] = []
         self._buckets = [[deque[tuple[_Host, int]]() for _ in range(nprio)] for _ in _KINDS]
         self._live = [[0] * nprio for _ in _KINDS]
@@ -175,7 +178,7 @@ class Frontier:
         self._seq = 0
         self._queued = 0
         self._in_flight = 0
-        self._now = -math.inf
+        self._now = 0.0  # latest `now` seen; not_before <= this is already due
 
     # ----------------------------------------------------------------- state transitions
     def _host(self, name: str) -> _Host:
@@ -189,7 +192,8 @@ class Frontier:
         h.epoch += 1
         if h.queues[0] or h.queues[1]:
             h.state = _WAITING
-            heapq.heappush(self._timer, (h.next_allowed, h.name, h.epoch))
+            self._tick += 1
+            heapq.heappush(self._timer, (h.next_allowed, self._tick, h, h.epoch))
         else:
             h.state = _IDLE
 
@@ -265,10 +269,9 @@ class Frontier:
             h = self._hosts[name]
             h.delayed -= 1
             self._enqueue(h, k, (prio, seq, url, enq, nb))
-        timer, hosts = self._timer, self._hosts
+        timer = self._timer
         while timer and timer[0][0] <= now:
-            _, name, epoch = heapq.heappop(timer)
-            h = hosts[name]
+            _, _, h, epoch = heapq.heappop(timer)
             if h.epoch == epoch and h.state == _WAITING:
                 self._slot(h)
         ready = self._ready
@@ -381,10 +384,9 @@ class Frontier:
         """Earliest time ``next`` may return an item (a lower bound); None if only ``done`` can help."""
         if self._ready[0] or self._ready[1]:
             return self._now
-        timer, hosts = self._timer, self._hosts
+        timer = self._timer
         while timer:  # drop stale heads so the answer is not too early
-            _, name, epoch = timer[0]
-            h = hosts[name]
+            _, _, h, epoch = timer[0]
             if h.epoch == epoch and h.state == _WAITING:
                 break
             heapq.heappop(timer)

@@ -1,0 +1,170 @@
+"""Message contracts: pydantic models, the single source of truth for every payload on Kafka.
+
+Every message carries `schema_version`, `event_id` and `occurred_at`. Bump a model's SCHEMA_VERSION on
+a breaking change; `python -m streamcrawl_contracts.export --check` fails when schemas/json drifts.
+Payloads are UTF-8 JSON (model_dump_json); the Kafka key is the host (see topics.py).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _event_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Envelope(BaseModel):
+    """Fields every message carries."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+    schema_version: int = 1
+    event_id: str = Field(default_factory=_event_id)
+    occurred_at: datetime = Field(default_factory=_now)
+
+
+Kind = Literal["discovery", "refresh"]
+
+
+class SeedMessage(Envelope):
+    """A URL to start from. Produced by users or the control plane, keyed by host or unkeyed."""
+
+    url: str = Field(max_length=8192)
+    priority: int = Field(default=0, ge=0, le=9)
+    source: str = "user"
+
+
+class UrlMessage(Envelope):
+    """A normalized URL for the frontier: a new discovery (from dedup) or a due refresh (recrawl)."""
+
+    url: str
+    host: str
+    url_fp: int
+    depth: int = 0
+    priority: int = Field(default=5, ge=0, le=9)
+    kind: Kind = "discovery"
+    not_before: float = 0.0
+    via: str | None = None
+
+
+class UrlCandidate(Envelope):
+    """An out-link, already normalized, keyed by its target host, for the URL seen-set check."""
+
+    url: str
+    host: str
+    url_fp: int
+    depth: int
+    source_url: str
+
+
+class FetchRequest(Envelope):
+    """A leased fetch: the fetcher must not start it after lease_expires_at (the frontier re-queues)."""
+
+    url: str
+    host: str
+    url_fp: int
+    depth: int = 0
+    kind: Kind = "discovery"
+    lease_id: str
+    lease_expires_at: float
+    etag: str | None = None
+    last_modified: str | None = None
+
+
+class FetchResult(Envelope):
+    """What happened to a fetch. `status` is None when no HTTP response arrived (DNS, connect, timeout)."""
+
+    url: str
+    host: str
+    url_fp: int
+    depth: int = 0
+    kind: Kind = "discovery"
+    lease_id: str
+    outcome: Literal["fetched", "not_modified", "http_error", "network_error", "robots_disallowed",
+                     "robots_unavailable", "redirect", "dns_error", "lease_expired"]
+    status: int | None = None
+    error: str | None = None
+    started_at: float
+    fetch_s: float = 0.0
+    content_type: str | None = None
+    content_length: int = 0
+    truncated: bool = False
+    content_hash: str | None = None
+    storage_key: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    redirect_to: str | None = None
+    retry_after_s: float | None = None
+    crawl_delay_s: float | None = None
+    x_robots_tag: str | None = None
+
+
+class ParsedPage(Envelope):
+    """A parsed page, for dedup: links, text fingerprint and robots meta."""
+
+    url: str
+    host: str
+    url_fp: int
+    depth: int = 0
+    kind: Kind = "discovery"
+    fetched_at: datetime
+    http_status: int
+    content_type: str | None = None
+    content_hash: str
+    storage_key: str
+    simhash: int | None = None
+    title: str | None = None
+    canonical_url: str | None = None
+    out_links: list[str] = Field(default_factory=list)
+    noindex: bool = False
+    nofollow: bool = False
+    charset: str | None = None
+    text_length: int = 0
+    etag: str | None = None
+    last_modified: str | None = None
+
+
+class PageFetched(Envelope):
+    """PUBLIC contract for indexers: a new or changed page. See README 'The page_fetched contract'."""
+
+    url: str
+    canonical_url: str
+    fetched_at: datetime
+    http_status: int
+    content_type: str | None
+    content_hash: str
+    simhash: int | None
+    storage_key: str
+    out_links: list[str]
+    title: str | None
+    changed: bool
+    duplicate_of: str | None = None
+
+
+class DeadLetter(Envelope):
+    """A message no handler could process, with why and where it came from. Nothing is dropped silently."""
+
+    service: str
+    source_topic: str
+    partition: int
+    offset: int
+    key: str | None
+    payload_b64: str
+    reason: str
+    error_type: str
+
+
+MODELS: dict[str, type[Envelope]] = {
+    m.__name__: m
+    for m in (SeedMessage, UrlMessage, UrlCandidate, FetchRequest, FetchResult, ParsedPage, PageFetched, DeadLetter)
+}

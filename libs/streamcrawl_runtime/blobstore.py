@@ -1,0 +1,119 @@
+"""Page bodies in an S3-compatible store, gzip-compressed and keyed by content hash.
+
+`BlobStore` is the port; `S3BlobStore` reaches MinIO, AWS S3, SeaweedFS or versitygw through the minio
+client, and `MemoryBlobStore` serves unit tests. Identical bodies map to one key, so they are stored once.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+from typing import Protocol
+
+from minio import Minio
+from minio.error import S3Error
+
+from streamcrawl_runtime.errors import TransientError
+
+
+def page_key(content_hash: str) -> str:
+    """pages/ab/abcdef….gz — a two-character fan-out keeps directory-backed stores fast."""
+    return f"pages/{content_hash[:2]}/{content_hash}.gz"
+
+
+class BlobStore(Protocol):
+    def put_page(self, body: bytes) -> tuple[str, str, bool]:
+        """Store a body; returns (sha256 hex, storage key, newly_stored)."""
+        ...
+
+    def get_page(self, key: str) -> bytes:
+        """The decompressed body; KeyError if absent."""
+        ...
+
+    def put_bytes(self, key: str, data: bytes) -> None: ...
+
+    def get_bytes(self, key: str) -> bytes | None: ...
+
+
+class S3BlobStore:
+    def __init__(self, client: Minio, bucket: str) -> None:
+        self.client = client
+        self.bucket = bucket
+
+    def _exists(self, key: str) -> bool:
+        try:
+            self.client.stat_object(self.bucket, key)
+            return True
+        except S3Error as exc:
+            if exc.code in ("NoSuchKey", "NoSuchObject", "NotFound", "ResourceNotFound"):
+                return False
+            raise TransientError(f"s3 stat {key}: {exc.code}") from exc
+
+    def put_page(self, body: bytes) -> tuple[str, str, bool]:
+        digest = hashlib.sha256(body).hexdigest()
+        key = page_key(digest)
+        try:
+            if self._exists(key):
+                return digest, key, False
+            data = gzip.compress(body, compresslevel=6, mtime=0)
+            self.client.put_object(self.bucket, key, io.BytesIO(data), len(data),
+                                   content_type="application/gzip", metadata={"x-amz-meta-sha256": digest})
+        except TransientError:
+            raise
+        except S3Error as exc:
+            raise TransientError(f"s3 put {key}: {exc.code}") from exc
+        except OSError as exc:  # connection refused / reset: the store is down
+            raise TransientError(f"s3 put {key}: {exc}") from exc
+        return digest, key, True
+
+    def get_page(self, key: str) -> bytes:
+        data = self.get_bytes(key)
+        if data is None:
+            raise KeyError(key)
+        return gzip.decompress(data)
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        try:
+            self.client.put_object(self.bucket, key, io.BytesIO(data), len(data))
+        except (S3Error, OSError) as exc:
+            raise TransientError(f"s3 put {key}: {exc}") from exc
+
+    def get_bytes(self, key: str) -> bytes | None:
+        try:
+            resp = self.client.get_object(self.bucket, key)
+        except S3Error as exc:
+            if exc.code in ("NoSuchKey", "NoSuchObject", "NotFound"):
+                return None
+            raise TransientError(f"s3 get {key}: {exc.code}") from exc
+        except OSError as exc:
+            raise TransientError(f"s3 get {key}: {exc}") from exc
+        try:
+            return bytes(resp.read())
+        finally:
+            resp.close()
+            resp.release_conn()
+
+
+class MemoryBlobStore:
+    """In-memory BlobStore for unit tests (same keys and compression as S3BlobStore)."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, bytes] = {}
+
+    def put_page(self, body: bytes) -> tuple[str, str, bool]:
+        digest = hashlib.sha256(body).hexdigest()
+        key = page_key(digest)
+        if key in self.objects:
+            return digest, key, False
+        self.objects[key] = gzip.compress(body, mtime=0)
+        return digest, key, True
+
+    def get_page(self, key: str) -> bytes:
+        return gzip.decompress(self.objects[key])
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        self.objects[key] = data
+
+    def get_bytes(self, key: str) -> bytes | None:
+        return self.objects.get(key)

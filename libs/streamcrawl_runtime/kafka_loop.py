@@ -1,0 +1,350 @@
+"""The one Kafka run loop every service uses: poll → decode → handle → produce → flush → commit.
+
+- Records are handled concurrently (asyncio) up to `max_in_flight`, but records with the same key
+  (the host) are handled one after another, in offset order: per-host state stays consistent without
+  locks (the ordering Confluent's Parallel Consumer calls KEY).
+- Offsets are committed only for the contiguous prefix of completed records of each partition, and only
+  after the producer has flushed every output of those records: at-least-once delivery. Handlers are
+  idempotent, so a replay after a crash is harmless.
+- A record that fails to decode, or whose handler raises a non-transient error `max_attempts` times, goes
+  to the dead-letter topic with the reason; the loop carries on. A TransientError (an engine is down) is
+  retried with back-off and never dead-lettered.
+- Under backpressure (too many records in flight) the assigned partitions are paused, then resumed.
+- SIGTERM/SIGINT: stop polling, drain in-flight records, flush, commit, close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import signal
+import time
+from collections import defaultdict, deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from prometheus_client import Counter, Gauge, Histogram
+from pydantic import ValidationError
+
+from streamcrawl_contracts.messages import DeadLetter, Envelope
+from streamcrawl_contracts.topics import DEAD_LETTER, TopicSpec
+from streamcrawl_runtime.errors import is_transient
+
+log = logging.getLogger("streamcrawl.loop")
+
+MESSAGES = Counter("streamcrawl_messages_total", "Records processed", ["service", "topic", "outcome"])
+OUTPUTS = Counter("streamcrawl_outputs_total", "Records produced", ["service", "topic"])
+HANDLE_SECONDS = Histogram("streamcrawl_handle_seconds", "Handler time per record", ["service"])
+IN_FLIGHT = Gauge("streamcrawl_in_flight", "Records being handled", ["service"])
+
+
+@dataclass(frozen=True)
+class Output:
+    """A message to produce: the topic, its key (the host for host-keyed topics) and the payload."""
+
+    topic: TopicSpec
+    key: str | None
+    value: Envelope
+
+
+@dataclass(frozen=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    key: str | None
+    value: bytes
+
+
+class Handler(Protocol):
+    """What a service plugs into the loop. All methods may do I/O; none may block the event loop long."""
+
+    async def handle(self, record: Record, message: Envelope) -> Sequence[Output]: ...
+
+    async def on_assign(self, partitions: list[int]) -> None: ...
+
+    async def on_revoke(self, partitions: list[int]) -> None: ...
+
+    async def tick(self, now: float) -> Sequence[Output]: ...
+
+
+@dataclass
+class LoopConfig:
+    service: str
+    group_id: str
+    subscriptions: dict[str, type[Envelope]]  # topic name → payload model
+    bootstrap: str
+    max_in_flight: int = 256
+    resume_below: int = 128
+    poll_batch: int = 500
+    commit_interval_s: float = 0.5
+    tick_interval_s: float = 0.2
+    max_attempts: int = 3
+    transient_backoff_s: float = 1.0
+    consumer_overrides: dict[str, Any] = field(default_factory=dict)
+
+
+class _PartitionOffsets:
+    """Tracks which offsets of one partition are done, to commit only a contiguous completed prefix."""
+
+    def __init__(self) -> None:
+        self.pending: set[int] = set()
+        self.highest_seen = -1
+        self.committed = -1  # next offset already committed (-1: nothing yet)
+
+    def start(self, offset: int) -> None:
+        self.pending.add(offset)
+        self.highest_seen = max(self.highest_seen, offset)
+
+    def finish(self, offset: int) -> None:
+        self.pending.discard(offset)
+
+    def commit_point(self) -> int | None:
+        """The next offset to commit, or None if nothing new completed."""
+        point = min(self.pending) if self.pending else self.highest_seen + 1
+        return point if point > self.committed and point > 0 else None
+
+
+class RunLoop:
+    def __init__(self, config: LoopConfig, handler: Handler, producer: Producer | None = None) -> None:
+        self.cfg = config
+        self.handler = handler
+        self.producer = producer or Producer({
+            "bootstrap.servers": config.bootstrap,
+            "partitioner": "murmur2_random",  # Java-compatible: partition_for(host, n) in streamcrawl_core
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "compression.type": "lz4",
+        })
+        self.consumer = Consumer({
+            "bootstrap.servers": config.bootstrap,
+            "group.id": config.group_id,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            # range: partition i of every subscribed topic goes to the same member (co-partitioning).
+            "partition.assignment.strategy": "range",
+            "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 2000,
+            "max.poll.interval.ms": 300000,
+            **config.consumer_overrides,
+        })
+        self._offsets: dict[tuple[str, int], _PartitionOffsets] = defaultdict(_PartitionOffsets)
+        self._key_chains: dict[tuple[int, str | None], deque[Record]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._stopping = False
+        self._paused = False
+        self._assigned: list[TopicPartition] = []
+        self._pending_assign: list[int] = []
+        self._pending_revoke: list[int] = []
+        self._delivery_error: str | None = None
+        self.handled = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def stop(self) -> None:
+        self._stopping = True
+
+    async def run(self, install_signals: bool = True) -> None:
+        if install_signals:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self.stop)
+        self.consumer.subscribe(list(self.cfg.subscriptions), on_assign=self._on_assign, on_revoke=self._on_revoke)
+        last_commit = last_tick = time.monotonic()
+        try:
+            while not self._stopping:
+                await self._apply_rebalance()
+                self._backpressure()
+                msgs = [] if self._paused else self.consumer.consume(self.cfg.poll_batch, timeout=0.05)
+                for msg in msgs:
+                    self._accept(msg)
+                now = time.monotonic()
+                if now - last_tick >= self.cfg.tick_interval_s:
+                    await self._tick()
+                    last_tick = now
+                if now - last_commit >= self.cfg.commit_interval_s:
+                    self._flush_and_commit()
+                    last_commit = now
+                await asyncio.sleep(0 if msgs else 0.01)
+            log.info("draining", extra={"in_flight": len(self._tasks)})
+            if self._tasks:
+                await asyncio.wait(self._tasks, timeout=60)
+            self._flush_and_commit()
+        finally:
+            self.consumer.close()
+
+    # ------------------------------------------------------------------ rebalance
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._assigned = list(consumer.assignment())
+        self._pending_assign.extend(sorted({p.partition for p in partitions}))
+        self._paused = False
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        # Commit what is done before the partitions move, then forget their trackers: the new owner
+        # replays anything not committed (at-least-once; handlers are idempotent).
+        try:
+            self._flush_and_commit()
+        except Exception:  # a failed commit only means a longer replay
+            log.warning("commit on revoke failed", exc_info=True)
+        for tp in partitions:
+            self._offsets.pop((tp.topic, tp.partition), None)
+        self._pending_revoke.extend(sorted({p.partition for p in partitions}))
+        self._assigned = [tp for tp in self._assigned if tp not in partitions]
+
+    async def _apply_rebalance(self) -> None:
+        if self._pending_revoke:
+            revoked, self._pending_revoke = self._pending_revoke, []
+            await self.handler.on_revoke(sorted(set(revoked)))
+        if self._pending_assign:
+            assigned, self._pending_assign = self._pending_assign, []
+            await self.handler.on_assign(sorted(set(assigned)))
+
+    def _backpressure(self) -> None:
+        n = len(self._tasks) + sum(len(c) for c in self._key_chains.values())
+        IN_FLIGHT.labels(self.cfg.service).set(n)
+        if not self._paused and n >= self.cfg.max_in_flight and self._assigned:
+            self.consumer.pause(self._assigned)
+            self._paused = True
+        elif self._paused and n <= self.cfg.resume_below:
+            if self._assigned:
+                self.consumer.resume(self._assigned)
+            self._paused = False
+
+    # ------------------------------------------------------------------ records
+
+    def _accept(self, msg: Message) -> None:
+        err = msg.error()
+        if err is not None:
+            if err.code() != KafkaError._PARTITION_EOF:
+                log.warning("consumer error", extra={"error": str(err)})
+            return
+        key = msg.key()
+        rec = Record(msg.topic(), msg.partition(), msg.offset(), key.decode("utf-8", "replace") if key else None,
+                     msg.value() or b"")
+        self._offsets[(rec.topic, rec.partition)].start(rec.offset)
+        chain_key = (rec.partition, rec.key)
+        chain = self._key_chains.get(chain_key)
+        if chain is not None:  # same key already being handled: keep offset order
+            chain.append(rec)
+            return
+        self._key_chains[chain_key] = deque()
+        self._spawn(rec)
+
+    def _spawn(self, rec: Record) -> None:
+        task = asyncio.create_task(self._process(rec))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _process(self, rec: Record) -> None:
+        try:
+            await self._handle_one(rec)
+        finally:
+            tracker = self._offsets.get((rec.topic, rec.partition))
+            if tracker is not None:
+                tracker.finish(rec.offset)
+            chain_key = (rec.partition, rec.key)
+            chain = self._key_chains.get(chain_key)
+            if chain:
+                self._spawn(chain.popleft())
+            else:
+                self._key_chains.pop(chain_key, None)
+
+    async def _handle_one(self, rec: Record) -> None:
+        model = self.cfg.subscriptions[rec.topic]
+        try:
+            message = model.model_validate_json(rec.value)
+        except (ValidationError, ValueError) as exc:
+            self._dead_letter(rec, f"undecodable {model.__name__}: {str(exc)[:500]}", exc)
+            return
+        attempts = 0
+        while True:
+            t0 = time.perf_counter()
+            try:
+                outputs = await self.handler.handle(rec, message)
+            except Exception as exc:
+                if is_transient(exc):
+                    # An engine is down: wait and retry, never dead-letter, never commit past it.
+                    MESSAGES.labels(self.cfg.service, rec.topic, "retry").inc()
+                    log.warning("transient failure, retrying", extra={"topic": rec.topic, "error": repr(exc)[:300]})
+                    await asyncio.sleep(self.cfg.transient_backoff_s * min(2 ** min(attempts, 5), 30))
+                    attempts += 1 if attempts < 5 else 0
+                    if self._stopping and attempts > 2:
+                        raise
+                    continue
+                attempts += 1
+                if attempts >= self.cfg.max_attempts:
+                    self._dead_letter(rec, f"handler failed {attempts}x: {exc!r}"[:1000], exc)
+                    return
+                continue
+            HANDLE_SECONDS.labels(self.cfg.service).observe(time.perf_counter() - t0)
+            self._produce(outputs)
+            MESSAGES.labels(self.cfg.service, rec.topic, "ok").inc()
+            self.handled += 1
+            return
+
+    def _dead_letter(self, rec: Record, reason: str, exc: BaseException) -> None:
+        MESSAGES.labels(self.cfg.service, rec.topic, "dead_letter").inc()
+        log.error("dead letter", extra={"topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
+                                        "reason": reason[:300]})
+        dl = DeadLetter(service=self.cfg.service, source_topic=rec.topic, partition=rec.partition,
+                        offset=rec.offset, key=rec.key, payload_b64=base64.b64encode(rec.value[:1_000_000]).decode(),
+                        reason=reason, error_type=type(exc).__name__)
+        self._produce([Output(DEAD_LETTER, rec.key, dl)])
+
+    # ------------------------------------------------------------------ output and commit
+
+    def _delivered(self, err: KafkaError | None, _msg: Message) -> None:
+        if err is not None:
+            self._delivery_error = str(err)
+
+    def _produce(self, outputs: Sequence[Output]) -> None:
+        for out in outputs:
+            payload = out.value.model_dump_json().encode()
+            while True:
+                try:
+                    self.producer.produce(out.topic.name, value=payload,
+                                          key=out.key.encode() if out.key is not None else None,
+                                          on_delivery=self._delivered)
+                    break
+                except BufferError:  # local queue full: serve delivery reports, then retry
+                    self.producer.poll(0.1)
+            OUTPUTS.labels(self.cfg.service, out.topic.name).inc()
+        self.producer.poll(0)
+
+    async def _tick(self) -> None:
+        try:
+            outputs = await self.handler.tick(time.time())
+        except Exception as exc:
+            log.warning("tick failed", extra={"error": repr(exc)[:300], "transient": is_transient(exc)})
+            return
+        self._produce(outputs)
+
+    def _flush_and_commit(self) -> None:
+        remaining = self.producer.flush(30)
+        if remaining or self._delivery_error:
+            err, self._delivery_error = self._delivery_error, None
+            # Nothing is committed: the records whose outputs may be lost are replayed after restart.
+            raise RuntimeError(f"producer could not deliver ({remaining} left): {err}")
+        offsets = []
+        for (topic, part), tracker in self._offsets.items():
+            point = tracker.commit_point()
+            if point is not None:
+                offsets.append((TopicPartition(topic, part, point), tracker))
+        if not offsets:
+            return
+        try:
+            self.consumer.commit(offsets=[tp for tp, _ in offsets], asynchronous=False)
+        except Exception as exc:  # e.g. a rebalance in progress: the next commit covers it
+            log.warning("commit failed", extra={"error": str(exc)[:300]})
+            return
+        for tp, tracker in offsets:
+            tracker.committed = tp.offset
+
+
+def run_loop(config: LoopConfig, handler: Handler) -> None:
+    """Entry for services: run until SIGTERM/SIGINT."""
+    asyncio.run(RunLoop(config, handler).run())

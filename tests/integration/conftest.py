@@ -1,0 +1,38 @@
+"""Integration fixtures: the real Kafka, Cassandra and S3 store started by `make stack-up`.
+
+If the stack is not up these tests fail (they are not skipped): CI must prove them on real engines.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from cassandra.cluster import Session
+from minio import Minio
+
+from streamcrawl_runtime.connect import cassandra_session, minio_client
+from streamcrawl_runtime.settings import StackSettings
+
+
+@pytest.fixture(scope="session")
+def stack() -> StackSettings:
+    return StackSettings()
+
+
+@pytest.fixture(scope="session")
+def cql(stack: StackSettings) -> Iterator[Session]:
+    session = cassandra_session(stack, keyspace=stack.cassandra_keyspace)
+    yield session
+    session.cluster.shutdown()
+
+
+@pytest.fixture(scope="session")
+def s3(stack: StackSettings) -> Minio:
+    return minio_client(stack)
+
+
+@pytest.fixture
+def unique() -> str:
+    return uuid.uuid4().hex[:10]

@@ -1,0 +1,115 @@
+"""The shared run loop against the real broker: keyed round trip, partitioning that matches
+streamcrawl_core.partition_for, commit only after outputs are flushed, poison → dead-letter topic."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from streamcrawl_contracts.messages import Envelope, SeedMessage, UrlMessage
+from streamcrawl_contracts.topics import DEAD_LETTER, Key, TopicSpec
+from streamcrawl_core.partition import partition_for
+from streamcrawl_runtime.kafka_loop import LoopConfig, Output, Record, RunLoop
+
+pytestmark = pytest.mark.integration
+PARTS = 4
+
+
+def _make_topics(bootstrap: str, *names: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futs = admin.create_topics([NewTopic(n, num_partitions=PARTS, replication_factor=1) for n in names])
+    for f in futs.values():
+        f.result(30)
+
+
+def _drain(bootstrap: str, topic: str, want: int, timeout: float = 30.0) -> list:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"drain-{topic}-{time.time()}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    got: list = []
+    deadline = time.time() + timeout
+    while len(got) < want and time.time() < deadline:
+        for m in c.consume(100, 0.5):
+            if m.error() is None:
+                got.append(m)
+    c.close()
+    return got
+
+
+class Echo:
+    """Turns each seed into a UrlMessage on the output topic; raises on a seed for host 'boom.test'."""
+
+    def __init__(self, out: TopicSpec) -> None:
+        self.out = out
+        self.assigned: list[int] = []
+
+    async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
+        assert isinstance(message, SeedMessage)
+        host = message.url.split("/")[2]
+        if host == "boom.test":
+            raise ValueError("handler refuses this seed")
+        return [Output(self.out, host, UrlMessage(url=message.url, host=host, url_fp=1))]
+
+    async def on_assign(self, partitions: list[int]) -> None:
+        self.assigned.extend(partitions)
+
+    async def on_revoke(self, partitions: list[int]) -> None:
+        pass
+
+    async def tick(self, now: float) -> Sequence[Output]:
+        return []
+
+
+def test_round_trip_partitioning_commit_and_dead_letter(stack, unique):
+    src, dst = f"t-src-{unique}", f"t-dst-{unique}"
+    _make_topics(stack.kafka_bootstrap, src, dst)
+    out_spec = TopicSpec(dst, Key.HOST, PARTS, 3600_000, "test")
+    hosts = [f"h{i}.{unique}.test" for i in range(40)]
+
+    prod = Producer({"bootstrap.servers": stack.kafka_bootstrap, "partitioner": "murmur2_random"})
+    for h in hosts:
+        prod.produce(src, key=h.encode(), value=SeedMessage(url=f"http://{h}/").model_dump_json().encode())
+    prod.produce(src, key=b"x", value=b"\x00not json")  # undecodable
+    prod.produce(src, key=b"boom.test", value=SeedMessage(url="http://boom.test/").model_dump_json().encode())
+    assert prod.flush(30) == 0
+
+    group = f"g-{unique}"
+    handler = Echo(out_spec)
+    loop = RunLoop(LoopConfig(service="test", group_id=group, subscriptions={src: SeedMessage},
+                              bootstrap=stack.kafka_bootstrap, commit_interval_s=0.2, max_attempts=2), handler)
+
+    async def drive() -> None:
+        task = asyncio.create_task(loop.run(install_signals=False))
+        deadline = time.time() + 60
+        while loop.handled < len(hosts) and time.time() < deadline:
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(1.0)
+        loop.stop()
+        await task
+
+    asyncio.run(drive())
+    assert sorted(handler.assigned) == list(range(PARTS))
+
+    out = _drain(stack.kafka_bootstrap, dst, len(hosts))
+    assert sorted(m.key().decode() for m in out) == sorted(hosts)
+    for m in out:  # the keyed producer's partition is exactly partition_for(host, n)
+        assert m.partition() == partition_for(m.key().decode(), PARTS)
+        assert json.loads(m.value())["url"] == f"http://{m.key().decode()}/"
+
+    # everything was handled, so everything is committed, poison included
+    c = Consumer({"bootstrap.servers": stack.kafka_bootstrap, "group.id": group})
+    committed = c.committed([TopicPartition(src, p) for p in range(PARTS)], timeout=10)
+    ends = [c.get_watermark_offsets(TopicPartition(src, p), timeout=10)[1] for p in range(PARTS)]
+    c.close()
+    assert [tp.offset for tp in committed] == ends
+
+    dead = [json.loads(m.value()) for m in _drain(stack.kafka_bootstrap, DEAD_LETTER.name, 10_000, timeout=10)]
+    mine = [d for d in dead if d["source_topic"] == src]
+    reasons = sorted(d["reason"].split(" ")[0] for d in mine)
+    assert reasons == ["handler", "undecodable"], mine

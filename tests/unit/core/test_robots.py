@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from protego import Protego
-
 from streamcrawl_core.robots import PRODUCT_TOKEN, RobotsConfig, RobotsDecodeError, RobotsRules
 
 T0 = 1_700_000_000.0

@@ -1,0 +1,182 @@
+"""When to fetch a known page again.
+
+Two estimators:
+
+* ``"doubling"`` (the DEFAULT) -- adaptive interval: changed -> interval x ``shrink_factor`` (halve),
+  unchanged (including 304 Not Modified) -> x ``grow_factor`` (double), clamped to [1 h, 30 d].
+  The scheduler uses it by default because it needs one float of state per URL (the interval,
+  already in url_state), reacts after a single observation, is cheap to reason about, and its
+  clamp bounds both wasted fetches and staleness.
+* ``"change_rate"`` -- Cho & Garcia-Molina's estimator for a Poisson change process observed at
+  n roughly regular visits of which X saw a change::
+
+      rate = -ln((n - X + 0.5) / (n + 0.5)) / mean_visit_gap,   interval = 1 / rate
+
+  It corrects the naive X / observed-time, which under-counts changes because several changes
+  between two visits look like one. It needs ``ChangeHistory`` (counts + first/last times) and a
+  few observations (``min_observations``); with fewer it falls back to the doubling result.
+
+Importance scales the *visit delay*, not the stored interval: ``visit_delay = interval /
+importance`` (importance > 1 = more important, visited sooner), clamped again to the bounds.
+Persist ``adapt_interval``'s value; ``next_interval`` (= adapt + importance) is the delay to use
+now. Feeding ``next_interval`` back as the next ``prev_interval_s`` would compound importance.
+Cho & Garcia-Molina also showed chasing the fastest-changing pages can hurt freshness: the
+``min_interval_s`` floor caps how often the hottest pages are fetched.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Literal
+
+__all__ = [
+    "ChangeHistory",
+    "RecrawlConfig",
+    "adapt_interval",
+    "change_rate",
+    "estimate_interval",
+    "is_unchanged_status",
+    "next_interval",
+    "scale_for_importance",
+]
+
+Estimator = Literal["doubling", "change_rate"]
+
+
+@dataclass(frozen=True)
+class RecrawlConfig:
+    min_interval_s: float = 3600.0
+    max_interval_s: float = 30 * 86400.0
+    initial_interval_s: float = 86400.0
+    grow_factor: float = 2.0
+    shrink_factor: float = 0.5
+    estimator: Estimator = "doubling"
+    min_observations: int = 3  # visits compared before "change_rate" is trusted
+
+    def __post_init__(self) -> None:
+        values = (self.min_interval_s, self.max_interval_s, self.initial_interval_s)
+        if not all(math.isfinite(v) and v > 0 for v in values) or self.min_interval_s > self.max_interval_s:
+            raise ValueError("intervals must be finite, > 0 and min_interval_s <= max_interval_s")
+        if not (math.isfinite(self.grow_factor) and self.grow_factor >= 1.0):
+            raise ValueError("grow_factor must be >= 1")
+        if not (math.isfinite(self.shrink_factor) and 0.0 < self.shrink_factor <= 1.0):
+            raise ValueError("shrink_factor must be in (0, 1]")
+        if self.estimator not in ("doubling", "change_rate"):
+            raise ValueError(f"unknown estimator {self.estimator!r}")
+        if self.min_observations < 1:
+            raise ValueError("min_observations must be >= 1")
+
+
+_DEFAULT = RecrawlConfig()
+
+
+def _clamp(value: float, config: RecrawlConfig) -> float:
+    return min(config.max_interval_s, max(config.min_interval_s, value))
+
+
+def _check_importance(importance: float) -> None:
+    if not (math.isfinite(importance) and importance > 0):
+        raise ValueError(f"importance must be a finite number > 0, got {importance!r}")
+
+
+def adapt_interval(prev_interval_s: float | None, changed: bool, config: RecrawlConfig = _DEFAULT) -> float:
+    """The new base interval to persist. A missing or unusable previous interval starts at
+    ``initial_interval_s``."""
+    if prev_interval_s is None or not math.isfinite(prev_interval_s) or prev_interval_s <= 0:
+        prev = config.initial_interval_s
+    else:
+        prev = prev_interval_s
+    factor = config.shrink_factor if changed else config.grow_factor
+    return _clamp(prev * factor, config)
+
+
+def scale_for_importance(interval_s: float, importance: float, config: RecrawlConfig = _DEFAULT) -> float:
+    """Delay until the next visit: ``interval / importance``, clamped to the bounds."""
+    _check_importance(importance)
+    return _clamp(interval_s / importance, config)
+
+
+def next_interval(
+    prev_interval_s: float | None,
+    changed: bool,
+    importance: float = 1.0,
+    config: RecrawlConfig = _DEFAULT,
+) -> float:
+    """Delay until the next visit under the doubling estimator (see module docstring)."""
+    _check_importance(importance)
+    return scale_for_importance(adapt_interval(prev_interval_s, changed, config), importance, config)
+
+
+def is_unchanged_status(status: int | None) -> bool:
+    """304 Not Modified: the conditional GET says the page did not change."""
+    return status == 304
+
+
+@dataclass(frozen=True)
+class ChangeHistory:
+    """What we know about one URL's changes. ``fetch_count`` counts successful visits; the first
+    one establishes the baseline, so ``fetch_count - 1`` visits could have detected a change."""
+
+    fetch_count: int = 0
+    change_count: int = 0
+    first_seen: float | None = None
+    last_fetch: float | None = None
+    last_change: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.fetch_count < 0 or self.change_count < 0:
+            raise ValueError("counts must be >= 0")
+        if self.change_count > max(0, self.fetch_count - 1):
+            raise ValueError("change_count cannot exceed fetch_count - 1")
+
+    def record(self, now: float, changed: bool) -> ChangeHistory:
+        """History after a visit at ``now``. The first visit cannot be a change."""
+        if not math.isfinite(now):
+            raise ValueError("now must be finite")
+        if self.fetch_count == 0:
+            return ChangeHistory(1, 0, now, now, None)
+        return replace(
+            self,
+            fetch_count=self.fetch_count + 1,
+            change_count=self.change_count + (1 if changed else 0),
+            last_fetch=now,
+            last_change=now if changed else self.last_change,
+        )
+
+
+def change_rate(history: ChangeHistory) -> float | None:
+    """Cho & Garcia-Molina change-rate estimate in changes/second; None without enough data."""
+    n = history.fetch_count - 1
+    if n < 1 or history.first_seen is None or history.last_fetch is None:
+        return None
+    span = history.last_fetch - history.first_seen
+    if not math.isfinite(span) or span <= 0:
+        return None
+    x = min(history.change_count, n)
+    return -math.log((n - x + 0.5) / (n + 0.5)) / (span / n)
+
+
+def estimate_interval(
+    history: ChangeHistory,
+    now: float,
+    config: RecrawlConfig = _DEFAULT,
+    importance: float = 1.0,
+    prev_interval_s: float | None = None,
+) -> float:
+    """Delay until the next visit using ``config.estimator``.
+
+    ``"change_rate"``: 1 / rate once ``min_observations`` comparisons exist (no change seen yet
+    -> ``max_interval_s``); otherwise, and for ``"doubling"``, the doubling rule applied to
+    ``prev_interval_s`` and whether the last visit (at ``now``) saw a change.
+    """
+    _check_importance(importance)
+    if not math.isfinite(now):
+        raise ValueError("now must be finite")
+    if config.estimator == "change_rate" and history.fetch_count - 1 >= config.min_observations:
+        rate = change_rate(history)
+        if rate is not None:
+            interval = config.max_interval_s if rate <= 0 else 1.0 / rate
+            return scale_for_importance(_clamp(interval, config), importance, config)
+    changed = history.last_change is not None and history.last_change == history.last_fetch == now
+    return next_interval(prev_interval_s, changed, importance, config)

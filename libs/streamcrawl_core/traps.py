@@ -1,0 +1,201 @@
+"""Crawler-trap defences: budgets, not cleverness.
+
+* ``check_url`` -- stateless limits on one URL: length (2,048 chars), link depth from a seed (15),
+  the same path segment 3+ times (``/a/b/a/b/a/b`` from stacked relative links), too many query
+  parameters (12).
+* ``QueryParamTracker`` -- per host, the number of distinct values seen per query parameter name
+  (``/cal?month=1..inf``, session ids). Memory is bounded on every axis: hosts (LRU), parameter
+  names per host, and values per name (a parameter that hit its limit keeps only a flag).
+* ``HostBudget`` -- pages per host per crawl cycle, raisable for hosts that prove valuable.
+* Soft 404s -- a host that answers 200 to a random nonsense path serves soft 404s. We keep a
+  signature of that body (SHA-256 of the text with tags, digits, the requested path and
+  whitespace noise removed) and drop later pages with the same signature. Exact-signature
+  matching is deliberate: it is cheap, self-contained and has no false positives on real pages;
+  near-duplicate detection across a host is SimHash's job elsewhere.
+
+Reasons returned: ``"too_long"``, ``"too_deep"``, ``"repeated_segment"``, ``"query_explosion"``,
+``"malformed"`` (URL that cannot be parsed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter, OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+__all__ = [
+    "HostBudget",
+    "QueryParamTracker",
+    "TrapConfig",
+    "TrapReason",
+    "check_url",
+    "is_soft404",
+    "soft404_signature",
+]
+
+TrapReason = Literal["too_long", "too_deep", "repeated_segment", "query_explosion", "malformed"]
+
+
+@dataclass(frozen=True)
+class TrapConfig:
+    max_url_length: int = 2048
+    max_depth: int = 15
+    max_repeated_segment: int = 3  # a segment occurring this many times is a trap
+    max_query_params: int = 12
+    max_param_value_variants: int = 200  # distinct values of one parameter name per host
+    max_params_per_host: int = 64  # parameter names tracked per host
+    max_tracked_hosts: int = 100_000  # hosts tracked by QueryParamTracker (LRU beyond)
+    host_page_budget: int = 1000  # pages per host per crawl cycle
+
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        if self.max_repeated_segment < 2:
+            raise ValueError("max_repeated_segment must be >= 2")
+
+
+def check_url(url: str, depth: int, config: TrapConfig | None = None) -> TrapReason | None:
+    """First trap rule ``url`` breaks, or None. ``depth`` = links followed from a seed (>= 0)."""
+    cfg = config if config is not None else TrapConfig()
+    if depth < 0:
+        raise ValueError(f"depth must be >= 0, got {depth!r}")
+    if len(url) > cfg.max_url_length:
+        return "too_long"
+    if depth > cfg.max_depth:
+        return "too_deep"
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "malformed"
+    # Decoded and case-sensitive: "/a/%61/a" loops as much as "/a/a/a"; paths are case-sensitive.
+    segments = [unquote(s) for s in parts.path.split("/") if s]
+    if segments and Counter(segments).most_common(1)[0][1] >= cfg.max_repeated_segment:
+        return "repeated_segment"
+    if parts.query and len(parse_qsl(parts.query, keep_blank_values=True)) > cfg.max_query_params:
+        return "query_explosion"
+    return None
+
+
+class QueryParamTracker:
+    """Per-host distinct-value counts of query parameters, with bounded memory."""
+
+    def __init__(self, config: TrapConfig | None = None) -> None:
+        self._cfg = config if config is not None else TrapConfig()
+        # host -> param name -> set of 8-byte value digests, or None once the name exploded
+        self._hosts: OrderedDict[str, dict[str, set[bytes] | None]] = OrderedDict()
+
+    def observe(self, host: str, url: str) -> TrapReason | None:
+        """Record ``url``'s parameters; "query_explosion" if it adds a value to an exhausted
+        parameter. Values already seen stay acceptable, so known pages are not cut off."""
+        try:
+            query = urlsplit(url).query
+        except ValueError:
+            return "malformed"
+        if not query:
+            return None
+        params = self._hosts.get(host)
+        if params is None:
+            params = self._hosts[host] = {}
+            if len(self._hosts) > self._cfg.max_tracked_hosts:
+                self._hosts.popitem(last=False)  # forget the least recently seen host
+        else:
+            self._hosts.move_to_end(host)
+        verdict: TrapReason | None = None
+        for name, value in parse_qsl(query, keep_blank_values=True):
+            if name not in params and len(params) >= self._cfg.max_params_per_host:
+                continue  # untracked names: the per-URL parameter cap in check_url still applies
+            values = params.setdefault(name, set())
+            if values is None:
+                verdict = "query_explosion"
+                continue
+            digest = hashlib.blake2b(value.encode("utf-8", "replace"), digest_size=8).digest()
+            if digest in values:
+                continue
+            if len(values) >= self._cfg.max_param_value_variants:
+                params[name] = None  # drop the values: from now on only the flag is kept
+                verdict = "query_explosion"
+            else:
+                values.add(digest)
+        return verdict
+
+    def exploded(self, host: str) -> tuple[str, ...]:
+        """Parameter names of ``host`` that hit the variant limit (for operators / logs)."""
+        params = self._hosts.get(host, {})
+        return tuple(sorted(name for name, values in params.items() if values is None))
+
+    def __len__(self) -> int:
+        return len(self._hosts)
+
+
+class HostBudget:
+    """Pages per host per crawl cycle; a cycle is any int the caller increments."""
+
+    def __init__(self, config: TrapConfig | None = None) -> None:
+        self._default = (config if config is not None else TrapConfig()).host_page_budget
+        self._used: dict[str, tuple[int, int]] = {}  # host -> (cycle, pages used in it)
+        self._budgets: dict[str, int] = {}
+
+    def set_budget(self, host: str, budget: int) -> None:
+        """Raise (or lower) one host's budget, e.g. for hosts with many unique, linked-to pages."""
+        if budget < 0:
+            raise ValueError("budget must be >= 0")
+        self._budgets[host] = budget
+
+    def budget(self, host: str) -> int:
+        return self._budgets.get(host, self._default)
+
+    def used(self, host: str, cycle: int) -> int:
+        entry = self._used.get(host)
+        return entry[1] if entry is not None and entry[0] == cycle else 0
+
+    def try_consume(self, host: str, cycle: int) -> bool:
+        """Take one page of ``host``'s budget in ``cycle``; False when exhausted."""
+        count = self.used(host, cycle)
+        if count >= self.budget(host):
+            return False
+        self._used[host] = (cycle, count + 1)
+        return True
+
+    def forget_before(self, cycle: int) -> int:
+        """Drop counters of cycles before ``cycle`` (bounds memory); returns how many."""
+        old = [h for h, (c, _) in self._used.items() if c < cycle]
+        for h in old:
+            del self._used[h]
+        return len(old)
+
+
+_TAG_RE = re.compile(r"<[^>]*>")
+_SCRIPT_RE = re.compile(r"<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+_DIGITS_RE = re.compile(r"\d+")
+_SPACE_RE = re.compile(r"\s+")
+
+
+def soft404_signature(body_text: str, echoed: Iterable[str] = ()) -> int:
+    """64-bit signature of a page body that ignores what changes between soft-404 answers.
+
+    ``echoed`` -- strings the server may repeat back (the requested path, its last segment):
+    they are removed so "/x7Gq not found" and "/docs/a not found" sign the same. Digits
+    (timestamps, request ids) and markup are removed too.
+    """
+    text = _SCRIPT_RE.sub(" ", body_text)
+    # Remove echoes before and after unquoting the markup-free text; longest first so a
+    # path is removed before its own last segment could split it.
+    for token in sorted({t for t in echoed if t}, key=len, reverse=True):
+        text = text.replace(token, " ").replace(unquote(token), " ")
+    text = _TAG_RE.sub(" ", text).lower()
+    text = _SPACE_RE.sub(" ", _DIGITS_RE.sub(" ", text)).strip()
+    digest = hashlib.sha256(text.encode("utf-8", "replace")).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def is_soft404(signature: int, host_signature: int | None) -> bool:
+    """True if a page's signature equals the host's nonsense-path signature.
+
+    ``host_signature`` is None when the host answered the nonsense probe with a real 404.
+    """
+    return host_signature is not None and signature == host_signature

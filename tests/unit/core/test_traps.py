@@ -1,0 +1,164 @@
+"""Trap rules: URL limits, query explosion tracking, host budgets, soft-404 signatures."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from streamcrawl_core.traps import (
+    HostBudget,
+    QueryParamTracker,
+    TrapConfig,
+    check_url,
+    is_soft404,
+    soft404_signature,
+)
+
+CFG = TrapConfig()
+
+
+class TestCheckUrl:
+    def test_normal_url_passes(self) -> None:
+        assert check_url("https://e.com/2024/01/01/post?id=3&page=2", 3) is None
+
+    def test_length_limit_boundary(self) -> None:
+        base = "https://e.com/"
+        ok = base + "x" * (CFG.max_url_length - len(base))
+        assert check_url(ok, 0) is None
+        assert check_url(ok + "y", 0) == "too_long"
+
+    def test_depth_limit_boundary(self) -> None:
+        assert check_url("https://e.com/", CFG.max_depth) is None
+        assert check_url("https://e.com/", CFG.max_depth + 1) == "too_deep"
+
+    def test_repeated_segments(self) -> None:
+        assert check_url("https://e.com/a/b/a/b", 1) is None  # twice is fine
+        assert check_url("https://e.com/a/b/a/b/a/b", 1) == "repeated_segment"
+        assert check_url("https://e.com/x/%61/a/y/a", 1) == "repeated_segment"  # decoded
+        assert check_url("https://e.com/A/a/A/b", 1) is None  # case-sensitive
+        assert check_url("https://e.com//////", 1) is None  # empty segments do not count
+
+    def test_query_param_count(self) -> None:
+        q = "&".join(f"p{i}=1" for i in range(CFG.max_query_params))
+        assert check_url(f"https://e.com/?{q}", 0) is None
+        assert check_url(f"https://e.com/?{q}&extra=", 0) == "query_explosion"
+
+    def test_malformed_and_bad_depth(self) -> None:
+        assert check_url("http://[::1/x", 0) == "malformed"
+        with pytest.raises(ValueError):
+            check_url("https://e.com/", -1)
+
+    def test_custom_config(self) -> None:
+        cfg = TrapConfig(max_url_length=30, max_depth=2, max_repeated_segment=2, max_query_params=1)
+        assert check_url("https://e.com/a/a", 0, cfg) == "repeated_segment"
+        assert check_url("https://e.com/?a=1&b=2", 0, cfg) == "query_explosion"
+        assert check_url("https://e.com/", 3, cfg) == "too_deep"
+        with pytest.raises(ValueError):
+            TrapConfig(max_depth=0)
+        with pytest.raises(ValueError):
+            TrapConfig(max_repeated_segment=1)
+
+    @given(url=st.text(max_size=300), depth=st.integers(0, 30))
+    def test_never_raises_on_any_text(self, url: str, depth: int) -> None:
+        assert check_url(url, depth) in (None, "too_long", "too_deep", "repeated_segment",
+                                         "query_explosion", "malformed")
+
+
+class TestQueryParamTracker:
+    def test_calendar_explodes_after_variant_limit(self) -> None:
+        cfg = TrapConfig(max_param_value_variants=5)
+        t = QueryParamTracker(cfg)
+        verdicts = [t.observe("cal.com", f"https://cal.com/cal?month={m}") for m in range(8)]
+        assert verdicts == [None] * 5 + ["query_explosion"] * 3
+        assert t.exploded("cal.com") == ("month",)
+        assert t.observe("other.com", "https://other.com/cal?month=99") is None  # per host
+
+    def test_known_values_stay_allowed_until_explosion(self) -> None:
+        t = QueryParamTracker(TrapConfig(max_param_value_variants=2))
+        assert t.observe("h", "https://h/?a=1") is None
+        assert t.observe("h", "https://h/?a=2") is None
+        assert t.observe("h", "https://h/?a=1") is None  # seen before
+        assert t.observe("h", "https://h/?a=3") == "query_explosion"
+
+    def test_memory_bounds(self) -> None:
+        cfg = TrapConfig(max_tracked_hosts=3, max_params_per_host=2, max_param_value_variants=4)
+        t = QueryParamTracker(cfg)
+        for i in range(10):
+            t.observe(f"h{i}", f"https://h{i}/?a=1")
+        assert len(t) == 3
+        assert t.observe("h9", "https://h9/?b=1&c=1&d=1") is None
+        internal = t._hosts["h9"]
+        assert set(internal) == {"a", "b"}  # c and d not tracked beyond the name limit
+        for v in range(10):
+            t.observe("h9", f"https://h9/?a={v}")
+        assert internal["a"] is None  # values dropped once exploded
+
+    def test_lru_keeps_recent_hosts(self) -> None:
+        t = QueryParamTracker(TrapConfig(max_tracked_hosts=2))
+        t.observe("a", "https://a/?x=1")
+        t.observe("b", "https://b/?x=1")
+        t.observe("a", "https://a/?x=2")
+        t.observe("c", "https://c/?x=1")
+        assert set(t._hosts) == {"a", "c"}
+
+    def test_no_query_and_malformed(self) -> None:
+        t = QueryParamTracker()
+        assert t.observe("h", "https://h/path") is None
+        assert t.observe("h", "http://[::1/?a=1") == "malformed"
+        assert len(t) == 0 and t.exploded("h") == ()
+
+
+class TestHostBudget:
+    def test_budget_per_cycle(self) -> None:
+        b = HostBudget(TrapConfig(host_page_budget=3))
+        assert [b.try_consume("h", 1) for _ in range(4)] == [True, True, True, False]
+        assert b.used("h", 1) == 3
+        assert b.try_consume("h", 2)  # new cycle resets
+        assert b.used("h", 1) == 0 and b.used("h", 2) == 1
+        assert b.try_consume("other", 1)
+
+    def test_raised_budget_and_forget(self) -> None:
+        b = HostBudget(TrapConfig(host_page_budget=1))
+        b.set_budget("valuable", 3)
+        assert sum(b.try_consume("valuable", 0) for _ in range(5)) == 3
+        assert b.budget("plain") == 1
+        b.try_consume("plain", 5)
+        assert b.forget_before(5) == 1
+        assert b.used("plain", 5) == 1
+        with pytest.raises(ValueError):
+            b.set_budget("x", -1)
+        b.set_budget("blocked", 0)
+        assert not b.try_consume("blocked", 0)
+
+
+class TestSoft404:
+    PAGE = (
+        "<html><head><title>Not found</title><script>var t=1712345;</script></head>"
+        "<body><h1>Sorry!</h1><p>The page {path} does not exist. Request id {rid}.</p></body></html>"
+    )
+
+    def test_same_template_with_different_path_and_ids_matches(self) -> None:
+        probe = soft404_signature(self.PAGE.format(path="/zq81kx9", rid=111), ["/zq81kx9", "zq81kx9"])
+        page = soft404_signature(self.PAGE.format(path="/docs/intro", rid=98765), ["/docs/intro", "intro"])
+        assert is_soft404(page, probe)
+
+    def test_percent_encoded_echo_removed(self) -> None:
+        probe = soft404_signature(self.PAGE.format(path="/a b", rid=1), ["/a%20b"])
+        page = soft404_signature(self.PAGE.format(path="/zz", rid=2), ["/zz"])
+        assert probe == page
+
+    def test_real_page_differs(self) -> None:
+        probe = soft404_signature(self.PAGE.format(path="/zq81kx9", rid=1), ["/zq81kx9"])
+        real = soft404_signature("<html><body><h1>Intro</h1><p>Welcome to the docs.</p></body></html>")
+        assert not is_soft404(real, probe)
+
+    def test_host_with_real_404_has_no_signature(self) -> None:
+        assert not is_soft404(soft404_signature("anything"), None)
+
+    def test_signature_is_64_bit_and_deterministic(self) -> None:
+        s = soft404_signature("Hello   World")
+        assert s == soft404_signature("hello world") and 0 <= s < 2**64
+
+    @given(st.text(max_size=500), st.lists(st.text(max_size=10), max_size=3))
+    def test_never_raises(self, text: str, echoed: list[str]) -> None:
+        assert 0 <= soft404_signature(text, echoed) < 2**64

@@ -82,7 +82,11 @@ class FetchRequest(Envelope):
 
 
 class FetchResult(Envelope):
-    """What happened to a fetch. `status` is None when no HTTP response arrived (DNS, connect, timeout)."""
+    """What happened to a fetch. `status` is None when no HTTP response arrived (DNS, connect, timeout).
+
+    One lease is one request to the host: when robots.txt is not cached, the fetcher fetches only
+    robots.txt and answers `robots_fetched`; the frontier then re-queues the URL behind the politeness
+    delay, so the robots request and the page request are spaced like any two requests."""
 
     url: str
     host: str
@@ -91,7 +95,8 @@ class FetchResult(Envelope):
     kind: Kind = "discovery"
     lease_id: str
     outcome: Literal["fetched", "not_modified", "http_error", "network_error", "robots_disallowed",
-                     "robots_unavailable", "redirect", "dns_error", "lease_expired"]
+                     "robots_unavailable", "robots_fetched", "redirect", "dns_error",
+                     "lease_expired"]
     status: int | None = None
     error: str | None = None
     started_at: float

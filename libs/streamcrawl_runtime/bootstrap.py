@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from minio import Minio
-
 from streamcrawl_contracts.topics import ALL_TOPICS, TopicSpec
 
 #: schemas/cql, found relative to this file in a source checkout (the repo layout is libs/ + schemas/).

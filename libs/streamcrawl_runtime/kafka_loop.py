@@ -28,9 +28,9 @@ from typing import Any, Protocol
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from prometheus_client import Counter, Gauge, Histogram
 from pydantic import ValidationError
-
 from streamcrawl_contracts.messages import DeadLetter, Envelope
 from streamcrawl_contracts.topics import DEAD_LETTER, TopicSpec
+
 from streamcrawl_runtime.errors import is_transient
 
 log = logging.getLogger("streamcrawl.loop")
@@ -173,6 +173,9 @@ class RunLoop:
             if self._tasks:
                 await asyncio.wait(self._tasks, timeout=60)
             self._flush_and_commit()
+            close = getattr(self.handler, "close", None)
+            if close is not None:  # e.g. dedup writes its final Bloom snapshots
+                await close()
         finally:
             self.consumer.close()
 
@@ -223,8 +226,8 @@ class RunLoop:
                 log.warning("consumer error", extra={"error": str(err)})
             return
         key = msg.key()
-        rec = Record(msg.topic(), msg.partition(), msg.offset(), key.decode("utf-8", "replace") if key else None,
-                     msg.value() or b"")
+        rec = Record(msg.topic() or "", msg.partition() or 0, msg.offset() or 0,
+                     key.decode("utf-8", "replace") if isinstance(key, bytes) else key, msg.value() or b"")
         self._offsets[(rec.topic, rec.partition)].start(rec.offset)
         chain_key = (rec.partition, rec.key)
         chain = self._key_chains.get(chain_key)

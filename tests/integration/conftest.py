@@ -11,7 +11,6 @@ from collections.abc import Iterator
 import pytest
 from cassandra.cluster import Session
 from minio import Minio
-
 from streamcrawl_runtime.connect import cassandra_session, minio_client
 from streamcrawl_runtime.settings import StackSettings
 

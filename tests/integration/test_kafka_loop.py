@@ -11,7 +11,6 @@ from collections.abc import Sequence
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from streamcrawl_contracts.messages import Envelope, SeedMessage, UrlMessage
 from streamcrawl_contracts.topics import DEAD_LETTER, Key, TopicSpec
 from streamcrawl_core.partition import partition_for

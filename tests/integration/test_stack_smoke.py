@@ -7,7 +7,6 @@ import gzip
 import hashlib
 
 import pytest
-
 from streamcrawl_runtime.blobstore import S3BlobStore, page_key
 from streamcrawl_runtime.bootstrap import apply_migrations, ensure_bucket, ensure_topics
 

@@ -1,0 +1,296 @@
+"""Crawl state in Cassandra (url_state, host_state, frontier_queue, due_index, content_index,
+simhash_blocks), behind one async repository with prepared statements.
+
+Services depend on the `CrawlState` protocol; `CassandraCrawlState` is the adapter and
+`MemoryCrawlState` (crawl_state_memory.py) serves unit tests. Every write is an idempotent upsert, so a
+replayed message (at-least-once delivery) rewrites the same row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from cassandra.cluster import ResponseFuture, Session
+
+from streamcrawl_runtime.errors import TransientError, is_transient
+
+
+def ts(epoch: float | None) -> datetime | None:
+    return None if epoch is None else datetime.fromtimestamp(epoch, UTC)
+
+
+def epoch(value: datetime | None) -> float | None:
+    if value is None:
+        return None
+    return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
+
+
+@dataclass
+class QueuedUrl:
+    part: int
+    host: str
+    url_fp: int
+    url: str
+    priority: int
+    kind: str
+    not_before: float
+    depth: int
+    enqueued_at: float
+
+
+@dataclass
+class HostState:
+    host: str
+    robots_status: int | None = None
+    robots_body: str | None = None
+    robots_fetched_at: float | None = None
+    crawl_delay_s: float | None = None
+    last_fetch_ms: float | None = None
+    next_allowed_at: float | None = None
+    backoff_level: int = 0
+    lease_id: str | None = None
+    lease_url: str | None = None
+    lease_expires_at: float | None = None
+    urls_this_cycle: int = 0
+    soft404_signature: str | None = None
+
+
+@dataclass
+class UrlState:
+    host: str
+    url_fp: int
+    url: str
+    depth: int = 0
+    status: str | None = None
+    http_status: int | None = None
+    content_type: str | None = None
+    content_hash: str | None = None
+    simhash: int | None = None
+    storage_key: str | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    fetched_at: float | None = None
+    fetch_count: int = 0
+    change_count: int = 0
+    last_changed_at: float | None = None
+    change_interval_s: float | None = None
+    next_visit_at: float | None = None
+    canonical_url: str | None = None
+    discovered_at: float | None = None
+    sched_hash: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class CrawlState(Protocol):
+    async def queue_put(self, item: QueuedUrl) -> None: ...
+    async def queue_delete(self, part: int, host: str, url_fp: int) -> None: ...
+    async def queue_load(self, part: int) -> list[QueuedUrl]: ...
+    async def host_get(self, host: str) -> HostState | None: ...
+    async def host_put_politeness(self, host: str, next_allowed_at: float, backoff_level: int,
+                                  last_fetch_ms: float | None, crawl_delay_s: float | None) -> None: ...
+    async def host_put_lease(self, host: str, lease_id: str | None, url: str | None,
+                             expires_at: float | None) -> None: ...
+    async def host_put_robots(self, host: str, status: int | None, body: str | None, fetched_at: float,
+                              crawl_delay_s: float | None) -> None: ...
+    async def host_put_budget(self, host: str, urls_this_cycle: int) -> None: ...
+    async def url_get(self, host: str, url_fp: int) -> UrlState | None: ...
+    async def url_insert_discovered(self, host: str, url_fp: int, url: str, depth: int, now: float) -> None: ...
+    async def url_put_fetch(self, st: UrlState) -> None: ...
+    async def url_put_schedule(self, host: str, url_fp: int, interval_s: float, next_visit_at: float,
+                               change_count: int, last_changed_at: float | None,
+                               sched_hash: str | None) -> None: ...
+    async def content_claim(self, content_hash: str, url: str, storage_key: str, now: float) -> str: ...
+    async def simhash_candidates(self, simhash: int) -> list[tuple[int, str]]: ...
+    async def simhash_add(self, simhash: int, url: str) -> None: ...
+    async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str) -> None: ...
+    async def due_range(self, start: float, end: float, limit: int) -> list[tuple[float, str, int, str]]: ...
+    async def due_delete(self, next_visit_at: float, host: str, url_fp: int) -> None: ...
+    async def blocklist_patterns(self) -> list[str]: ...
+
+
+DUE_BUCKET_S = 3600
+
+
+def _u16_blocks(simhash: int) -> list[tuple[int, int]]:
+    u = simhash & 0xFFFFFFFFFFFFFFFF
+    return [(b, (u >> (16 * b)) & 0xFFFF) for b in range(4)]
+
+
+def _signed(u: int) -> int:
+    u &= 0xFFFFFFFFFFFFFFFF
+    return u - (1 << 64) if u >= 1 << 63 else u
+
+
+class CassandraCrawlState:
+    def __init__(self, session: Session) -> None:
+        self.s = session
+        p = session.prepare
+        self._q_put = p("INSERT INTO frontier_queue (part, host, url_fp, url, priority, kind, not_before, depth,"
+                        " enqueued_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        self._q_del = p("DELETE FROM frontier_queue WHERE part = ? AND host = ? AND url_fp = ?")
+        self._q_load = p("SELECT host, url_fp, url, priority, kind, not_before, depth, enqueued_at"
+                         " FROM frontier_queue WHERE part = ?")
+        self._q_load.fetch_size = 5000
+        self._h_get = p("SELECT * FROM host_state WHERE host = ?")
+        self._h_pol = p("UPDATE host_state SET next_allowed_at = ?, backoff_level = ?, last_fetch_ms = ?,"
+                        " crawl_delay_s = ? WHERE host = ?")
+        self._h_lease = p("UPDATE host_state SET lease_id = ?, lease_url = ?, lease_expires_at = ? WHERE host = ?")
+        self._h_robots = p("UPDATE host_state SET robots_status = ?, robots_body = ?, robots_fetched_at = ?,"
+                           " crawl_delay_s = ? WHERE host = ?")
+        self._h_budget = p("UPDATE host_state SET urls_this_cycle = ? WHERE host = ?")
+        self._u_get = p("SELECT * FROM url_state WHERE host = ? AND url_fp = ?")
+        self._u_disc = p("INSERT INTO url_state (host, url_fp, url, depth, status, discovered_at)"
+                         " VALUES (?, ?, ?, ?, 'queued', ?)")
+        self._u_fetch = p("UPDATE url_state SET url = ?, depth = ?, status = ?, http_status = ?, content_type = ?,"
+                          " content_hash = ?, simhash = ?, storage_key = ?, etag = ?, last_modified = ?,"
+                          " fetched_at = ?, fetch_count = ?, canonical_url = ? WHERE host = ? AND url_fp = ?")
+        self._u_sched = p("UPDATE url_state SET change_interval_s = ?, next_visit_at = ?, change_count = ?,"
+                          " last_changed_at = ?, sched_hash = ? WHERE host = ? AND url_fp = ?")
+        self._c_claim = p("INSERT INTO content_index (content_hash, canonical_url, storage_key, first_seen)"
+                          " VALUES (?, ?, ?, ?) IF NOT EXISTS")
+        self._c_get = p("SELECT canonical_url FROM content_index WHERE content_hash = ?")
+        self._s_get = p("SELECT simhash, url FROM simhash_blocks WHERE block = ? AND value = ?")
+        self._s_put = p("INSERT INTO simhash_blocks (block, value, simhash, url) VALUES (?, ?, ?, ?)")
+        self._d_put = p("INSERT INTO due_index (bucket, next_visit_at, host, url_fp, url) VALUES (?, ?, ?, ?, ?)")
+        self._d_range = p("SELECT next_visit_at, host, url_fp, url FROM due_index WHERE bucket = ?"
+                          " AND next_visit_at >= ? AND next_visit_at <= ? LIMIT ?")
+        self._b_all = p("SELECT pattern FROM blocklist")
+        self._d_del = p("DELETE FROM due_index WHERE bucket = ? AND next_visit_at = ? AND host = ? AND url_fp = ?")
+
+    async def _exec(self, stmt: Any, params: tuple[Any, ...]) -> list[Any]:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[list[Any]] = loop.create_future()
+        rows: list[Any] = []
+        try:
+            rf: ResponseFuture = self.s.execute_async(stmt, params)
+        except Exception as exc:
+            raise TransientError(f"cassandra: {exc!r}") from exc
+
+        def settle(result: list[Any] | None, exc: BaseException | None) -> None:
+            if fut.done():
+                return
+            if exc is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(result or [])
+
+        def ok(page: list[Any]) -> None:
+            rows.extend(page)
+            if rf.has_more_pages:
+                rf.start_fetching_next_page()
+            else:
+                loop.call_soon_threadsafe(settle, rows, None)
+
+        def err(exc: BaseException) -> None:
+            wrapped = TransientError(f"cassandra: {exc!r}") if is_transient(exc) else exc
+            loop.call_soon_threadsafe(settle, None, wrapped)
+
+        rf.add_callbacks(ok, err)
+        return await fut
+
+    # ---------------------------------------------------------------- frontier_queue
+    async def queue_put(self, item: QueuedUrl) -> None:
+        await self._exec(self._q_put, (item.part, item.host, item.url_fp, item.url, item.priority, item.kind,
+                                       ts(item.not_before), item.depth, ts(item.enqueued_at)))
+
+    async def queue_delete(self, part: int, host: str, url_fp: int) -> None:
+        await self._exec(self._q_del, (part, host, url_fp))
+
+    async def queue_load(self, part: int) -> list[QueuedUrl]:
+        rows = await self._exec(self._q_load, (part,))
+        return [QueuedUrl(part, r.host, r.url_fp, r.url, r.priority or 5, r.kind or "discovery",
+                          epoch(r.not_before) or 0.0, r.depth or 0, epoch(r.enqueued_at) or 0.0) for r in rows]
+
+    # ---------------------------------------------------------------- host_state
+    async def host_get(self, host: str) -> HostState | None:
+        rows = await self._exec(self._h_get, (host,))
+        if not rows:
+            return None
+        r = rows[0]
+        return HostState(host, r.robots_status, r.robots_body, epoch(r.robots_fetched_at), r.crawl_delay_s,
+                         r.last_fetch_ms, epoch(r.next_allowed_at), r.backoff_level or 0, r.lease_id, r.lease_url,
+                         epoch(r.lease_expires_at), r.urls_this_cycle or 0, r.soft404_signature)
+
+    async def host_put_politeness(self, host: str, next_allowed_at: float, backoff_level: int,
+                                  last_fetch_ms: float | None, crawl_delay_s: float | None) -> None:
+        await self._exec(self._h_pol, (ts(next_allowed_at), backoff_level, last_fetch_ms, crawl_delay_s, host))
+
+    async def host_put_lease(self, host: str, lease_id: str | None, url: str | None,
+                             expires_at: float | None) -> None:
+        await self._exec(self._h_lease, (lease_id, url, ts(expires_at), host))
+
+    async def host_put_robots(self, host: str, status: int | None, body: str | None, fetched_at: float,
+                              crawl_delay_s: float | None) -> None:
+        await self._exec(self._h_robots, (status, body, ts(fetched_at), crawl_delay_s, host))
+
+    async def host_put_budget(self, host: str, urls_this_cycle: int) -> None:
+        await self._exec(self._h_budget, (urls_this_cycle, host))
+
+    # ---------------------------------------------------------------- url_state
+    async def url_get(self, host: str, url_fp: int) -> UrlState | None:
+        rows = await self._exec(self._u_get, (host, url_fp))
+        if not rows:
+            return None
+        r = rows[0]
+        return UrlState(host, url_fp, r.url, r.depth or 0, r.status, r.http_status, r.content_type, r.content_hash,
+                        r.simhash, r.storage_key, r.etag, r.last_modified, epoch(r.fetched_at), r.fetch_count or 0,
+                        r.change_count or 0, epoch(r.last_changed_at), r.change_interval_s,
+                        epoch(r.next_visit_at), r.canonical_url, epoch(r.discovered_at), r.sched_hash)
+
+    async def url_insert_discovered(self, host: str, url_fp: int, url: str, depth: int, now: float) -> None:
+        await self._exec(self._u_disc, (host, url_fp, url, depth, ts(now)))
+
+    async def url_put_fetch(self, st: UrlState) -> None:
+        await self._exec(self._u_fetch, (st.url, st.depth, st.status, st.http_status, st.content_type,
+                                         st.content_hash, st.simhash, st.storage_key, st.etag, st.last_modified,
+                                         ts(st.fetched_at), st.fetch_count, st.canonical_url, st.host, st.url_fp))
+
+    async def url_put_schedule(self, host: str, url_fp: int, interval_s: float, next_visit_at: float,
+                               change_count: int, last_changed_at: float | None,
+                               sched_hash: str | None) -> None:
+        await self._exec(self._u_sched, (interval_s, ts(next_visit_at), change_count, ts(last_changed_at),
+                                         sched_hash, host, url_fp))
+
+    # ---------------------------------------------------------------- content dedup
+    async def content_claim(self, content_hash: str, url: str, storage_key: str, now: float) -> str:
+        """The canonical URL for this body: `url` if it is the first to claim it (a lightweight
+        transaction, since two dedup instances may see the same body from different hosts)."""
+        rows = await self._exec(self._c_claim, (content_hash, url, storage_key, ts(now)))
+        if rows and not rows[0].applied:
+            return str(rows[0].canonical_url)
+        return url
+
+    async def simhash_candidates(self, simhash: int) -> list[tuple[int, str]]:
+        results = await asyncio.gather(*(self._exec(self._s_get, (b, v)) for b, v in _u16_blocks(simhash)))
+        seen: dict[str, int] = {}
+        for rows in results:
+            for r in rows:
+                seen[r.url] = r.simhash
+        return [(fp, url) for url, fp in seen.items()]
+
+    async def simhash_add(self, simhash: int, url: str) -> None:
+        await asyncio.gather(*(self._exec(self._s_put, (b, v, _signed(simhash), url))
+                               for b, v in _u16_blocks(simhash)))
+
+    # ---------------------------------------------------------------- due index
+    async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str) -> None:
+        await self._exec(self._d_put, (int(next_visit_at // DUE_BUCKET_S), ts(next_visit_at), host, url_fp, url))
+
+    async def due_range(self, start: float, end: float, limit: int) -> list[tuple[float, str, int, str]]:
+        out: list[tuple[float, str, int, str]] = []
+        for bucket in range(int(start // DUE_BUCKET_S), int(end // DUE_BUCKET_S) + 1):
+            rows = await self._exec(self._d_range, (bucket, ts(start), ts(end), limit - len(out)))
+            out.extend((epoch(r.next_visit_at) or 0.0, r.host, r.url_fp, r.url) for r in rows)
+            if len(out) >= limit:
+                break
+        return out
+
+    async def due_delete(self, next_visit_at: float, host: str, url_fp: int) -> None:
+        await self._exec(self._d_del, (int(next_visit_at // DUE_BUCKET_S), ts(next_visit_at), host, url_fp))
+
+    # ---------------------------------------------------------------- control plane
+    async def blocklist_patterns(self) -> list[str]:
+        return [str(r.pattern) for r in await self._exec(self._b_all, ())]

@@ -1,0 +1,200 @@
+"""The dedup run-loop handler.
+
+- url_candidates (keyed by the target host): trap rules, per-host budgets and the blocklist, then the
+  seen-set; a new URL is recorded in url_state and sent to the frontier.
+- parsed (keyed by the page's host): exact duplicates by SHA-256 (content_index, first claimer wins) and
+  near duplicates by SimHash (Hamming distance <= 3, via the 4×16-bit block index). A duplicate becomes
+  an alias of its canonical URL and its links are not followed. A new or changed page is published on
+  page_fetched and its out-links become candidates for their own hosts' partitions.
+- fetch_results: redirects (each target is a URL of its own, back through normalization and dedup) and
+  the url_state status of pages that produced no parsed record.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from prometheus_client import Counter
+from streamcrawl_contracts.messages import (
+    Envelope,
+    FetchResult,
+    PageFetched,
+    ParsedPage,
+    UrlCandidate,
+    UrlMessage,
+)
+from streamcrawl_contracts.topics import HOST_PARTITIONS, PAGE_FETCHED, URL_CANDIDATES, URLS
+from streamcrawl_core.fingerprint import url_fingerprint
+from streamcrawl_core.partition import host_key
+from streamcrawl_core.simhash import from_signed64, hamming
+from streamcrawl_core.traps import HostBudget, QueryParamTracker, TrapConfig, check_url
+from streamcrawl_core.urls import UrlError, host_of, normalize
+from streamcrawl_runtime.crawl_state import CrawlState, UrlState
+from streamcrawl_runtime.errors import PoisonMessage
+from streamcrawl_runtime.kafka_loop import Output, Record
+
+from streamcrawl_dedup.seen import SeenSet
+
+log = logging.getLogger("streamcrawl.dedup")
+
+URL_DECISIONS = Counter("streamcrawl_dedup_urls_total", "Candidate URL decisions", ["decision"])
+PAGES = Counter("streamcrawl_dedup_pages_total", "Parsed page decisions", ["decision"])
+
+
+class DedupHandler:
+    def __init__(self, state: CrawlState, seen: SeenSet, traps: TrapConfig, *, simhash_distance: int = 3,
+                 snapshot_interval_s: float = 30.0, partitions: int = HOST_PARTITIONS) -> None:
+        self.state = state
+        self.seen = seen
+        self.traps = traps
+        self.budget = HostBudget(traps)
+        self.params = QueryParamTracker(traps)
+        self.simhash_distance = simhash_distance
+        self.snapshot_interval_s = snapshot_interval_s
+        self.partitions = partitions
+        self.cycle = 0
+        self.blocklist: list[str] = []
+        self._last_snapshot = time.monotonic()
+        self._blocklist_at = 0.0
+
+    async def on_assign(self, partitions: list[int]) -> None:
+        for part in partitions:
+            await self.seen.restore(part)
+
+    async def on_revoke(self, partitions: list[int]) -> None:
+        for part in partitions:
+            await self.seen.drop(part)
+
+    async def tick(self, now: float) -> Sequence[Output]:
+        if time.monotonic() - self._last_snapshot >= self.snapshot_interval_s:
+            self._last_snapshot = time.monotonic()
+            await self.seen.snapshot_dirty()
+        if now - self._blocklist_at >= 10.0:  # the control plane edits it; pick changes up quickly
+            self._blocklist_at = now
+            self.set_blocklist(await self.state.blocklist_patterns())
+        return []
+
+    async def close(self) -> None:
+        await self.seen.snapshot_dirty()
+
+    def set_blocklist(self, patterns: list[str]) -> None:
+        self.blocklist = [p.lower() for p in patterns]
+
+    def _blocked(self, host: str) -> bool:
+        for pat in self.blocklist:
+            if pat.startswith(".") and (host.endswith(pat) or host == pat[1:]):
+                return True
+            if host == pat or fnmatch.fnmatchcase(host, pat):
+                return True
+        return False
+
+    async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
+        if isinstance(message, UrlCandidate):
+            return await self._candidate(record, message)
+        if isinstance(message, ParsedPage):
+            return await self._parsed(message)
+        if isinstance(message, FetchResult):
+            return await self._fetch_result(message)
+        raise PoisonMessage(f"unexpected message type {type(message).__name__}")
+
+    # ------------------------------------------------------------------ URLs
+
+    async def _candidate(self, record: Record, cand: UrlCandidate) -> Sequence[Output]:
+        host = cand.host
+        reason = check_url(cand.url, cand.depth, self.traps) or self.params.observe(host, cand.url)
+        if reason is not None:
+            URL_DECISIONS.labels(f"trap_{reason}").inc()
+            return []
+        if self._blocked(host):
+            URL_DECISIONS.labels("blocked").inc()
+            return []
+        if not await self.seen.check_and_add(record.partition, host, cand.url_fp):
+            URL_DECISIONS.labels("seen").inc()
+            return []
+        if not self.budget.try_consume(host, self.cycle):
+            URL_DECISIONS.labels("over_budget").inc()
+            return []
+        await self.state.url_insert_discovered(host, cand.url_fp, cand.url, cand.depth, time.time())
+        URL_DECISIONS.labels("new").inc()
+        priority = 0 if cand.source_url.startswith("seed:") else min(9, 1 + cand.depth)
+        return [Output(URLS, host, UrlMessage(url=cand.url, host=host, url_fp=cand.url_fp, depth=cand.depth,
+                                              priority=priority, kind="discovery", via=cand.source_url))]
+
+    def _candidates(self, urls: list[str], depth: int, source: str) -> list[Output]:
+        out: list[Output] = []
+        for url in urls:
+            try:
+                url = normalize(url)
+                host = host_key(host_of(url))
+            except UrlError:
+                URL_DECISIONS.labels("malformed").inc()
+                continue
+            out.append(Output(URL_CANDIDATES, host, UrlCandidate(url=url, host=host, url_fp=url_fingerprint(url),
+                                                                 depth=depth, source_url=source)))
+        return out
+
+    # ------------------------------------------------------------------ pages
+
+    async def _parsed(self, page: ParsedPage) -> Sequence[Output]:
+        now = time.time()
+        prev = await self.state.url_get(page.host, page.url_fp)
+        # A replay of the same fetch (at-least-once) must repeat the first decision, not read its own
+        # write as "unchanged": otherwise a crash between the state write and the publish loses the page.
+        replay = (prev is not None and prev.fetched_at is not None and prev.status == "fetched"
+                  and abs(prev.fetched_at - page.fetched_at.timestamp()) < 0.002)
+        if replay:
+            prev = None
+        changed = prev is None or prev.content_hash != page.content_hash
+        canonical = await self.state.content_claim(page.content_hash, page.url, page.storage_key, now)
+        duplicate_of: str | None = canonical if canonical != page.url else None
+        if duplicate_of is None and page.simhash is not None and changed:
+            duplicate_of = await self._near_duplicate(page)
+        st = UrlState(page.host, page.url_fp, page.url, page.depth, "duplicate" if duplicate_of else "fetched",
+                      page.http_status, page.content_type, page.content_hash, page.simhash, page.storage_key,
+                      page.etag, page.last_modified, page.fetched_at.timestamp(),
+                      (prev.fetch_count if prev else 0) + 1, canonical_url=duplicate_of)
+        await self.state.url_put_fetch(st)
+        if duplicate_of is not None:
+            PAGES.labels("duplicate").inc()
+            return []
+        if not changed:
+            PAGES.labels("unchanged").inc()
+            return []
+        PAGES.labels("new" if prev is None or prev.content_hash is None else "changed").inc()
+        links = [] if page.nofollow else page.out_links
+        out: list[Output] = [Output(PAGE_FETCHED, page.host, PageFetched(
+            url=page.url, canonical_url=page.canonical_url or page.url, fetched_at=page.fetched_at,
+            http_status=page.http_status, content_type=page.content_type, content_hash=page.content_hash,
+            simhash=page.simhash, storage_key=page.storage_key, out_links=links, title=page.title,
+            changed=prev is not None and prev.content_hash is not None))]
+        out.extend(self._candidates(links, page.depth + 1, page.url))
+        return out
+
+    async def _near_duplicate(self, page: ParsedPage) -> str | None:
+        assert page.simhash is not None
+        fp = from_signed64(page.simhash)
+        for other_fp, other_url in await self.state.simhash_candidates(page.simhash):
+            if other_url != page.url and hamming(fp, from_signed64(other_fp)) <= self.simhash_distance:
+                return other_url
+        await self.state.simhash_add(page.simhash, page.url)
+        return None
+
+    async def _fetch_result(self, res: FetchResult) -> Sequence[Output]:
+        if res.outcome in ("fetched", "robots_fetched", "lease_expired"):
+            return []  # fetched pages are handled from the parsed topic
+        prev = await self.state.url_get(res.host, res.url_fp)
+        status = {"not_modified": "fetched", "redirect": "redirected", "robots_disallowed": "disallowed",
+                  "robots_unavailable": "disallowed"}.get(res.outcome, "error")
+        st = prev or UrlState(res.host, res.url_fp, res.url, res.depth)
+        st.status = status
+        st.http_status = res.status
+        st.fetched_at = datetime.now(UTC).timestamp()
+        st.fetch_count = (prev.fetch_count if prev else 0) + 1
+        await self.state.url_put_fetch(st)
+        if res.outcome == "redirect" and res.redirect_to:
+            return self._candidates([res.redirect_to], res.depth, res.url)
+        return []

@@ -1,0 +1,32 @@
+"""Dedup entrypoint: settings → Cassandra state + S3 snapshots → handler → the shared run loop."""
+
+from __future__ import annotations
+
+from streamcrawl_contracts.messages import FetchResult, ParsedPage, UrlCandidate
+from streamcrawl_contracts.topics import FETCH_RESULTS, PARSED, URL_CANDIDATES
+from streamcrawl_core.traps import TrapConfig
+from streamcrawl_runtime.kafka_loop import LoopConfig, run_loop
+from streamcrawl_runtime.service import blob_store, crawl_state, start_service
+
+from streamcrawl_dedup.handler import DedupHandler
+from streamcrawl_dedup.seen import SeenSet
+from streamcrawl_dedup.settings import DedupSettings
+
+
+def main() -> None:
+    settings = DedupSettings()
+    start_service("dedup", settings, settings.log_level, settings.metrics_port)
+    state = crawl_state(settings)
+    seen = SeenSet(state, blob_store(settings), settings.bloom_capacity, settings.bloom_fp_rate)
+    traps = TrapConfig(max_depth=settings.max_depth, host_page_budget=settings.host_page_budget)
+    handler = DedupHandler(state, seen, traps, simhash_distance=settings.simhash_distance,
+                           snapshot_interval_s=settings.snapshot_interval_s)
+    config = LoopConfig(service="dedup", group_id=settings.group_id, bootstrap=settings.kafka_bootstrap,
+                        subscriptions={URL_CANDIDATES.name: UrlCandidate, PARSED.name: ParsedPage,
+                                       FETCH_RESULTS.name: FetchResult},
+                        max_in_flight=500, resume_below=250, tick_interval_s=1.0)
+    run_loop(config, handler)
+
+
+if __name__ == "__main__":
+    main()

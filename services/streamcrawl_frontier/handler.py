@@ -1,0 +1,233 @@
+"""The frontier's run-loop handler: seeds in, URLs in, fetch results in; leased fetch requests out.
+
+State per owned partition is one core `Frontier` (Mercator front/back queues + timer heap). Durable state:
+every queued URL is in Cassandra `frontier_queue` before its offset is committed, and each host's
+politeness timer, back-off level and current lease are in `host_state`. On assignment a partition's
+frontier is rebuilt from those rows, so a kill -9 or a rebalance loses nothing, and a host whose lease
+is still live stays blocked until the lease expires: no host ever has two fetches in flight.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from prometheus_client import Counter, Gauge
+from streamcrawl_contracts.messages import (
+    Envelope,
+    FetchRequest,
+    FetchResult,
+    SeedMessage,
+    UrlCandidate,
+    UrlMessage,
+)
+from streamcrawl_contracts.topics import FETCH_REQUESTS, HOST_PARTITIONS, SEEDS, URL_CANDIDATES
+from streamcrawl_core.fingerprint import url_fingerprint
+from streamcrawl_core.frontier import Frontier, FrontierConfig
+from streamcrawl_core.partition import host_key, partition_for
+from streamcrawl_core.politeness import PolitenessConfig, next_allowed_at
+from streamcrawl_core.urls import UrlError, host_of, normalize
+from streamcrawl_runtime.crawl_state import CrawlState, QueuedUrl
+from streamcrawl_runtime.errors import PoisonMessage
+from streamcrawl_runtime.kafka_loop import Output, Record
+
+log = logging.getLogger("streamcrawl.frontier")
+
+DISPATCHED = Counter("streamcrawl_frontier_dispatched_total", "Fetch requests leased")
+REROUTED = Counter("streamcrawl_frontier_rerouted_total", "Seeds that arrived on the wrong partition")
+EXPIRED = Counter("streamcrawl_frontier_lease_expired_total", "Leases that expired and were re-queued")
+QUEUED = Gauge("streamcrawl_frontier_queued", "URLs queued in owned partitions")
+
+
+@dataclass
+class Lease:
+    lease_id: str
+    url: str
+    url_fp: int
+    part: int
+    expires_at: float
+
+
+@dataclass
+class UrlMeta:
+    url_fp: int
+    depth: int
+    part: int
+
+
+class FrontierHandler:
+    def __init__(self, state: CrawlState, politeness: PolitenessConfig, *, lease_s: float = 120.0,
+                 discovery_share: float = 0.3, dispatch_per_tick: int = 500,
+                 partitions: int = HOST_PARTITIONS) -> None:
+        self.state = state
+        self.politeness = politeness
+        self.lease_s = lease_s
+        self.dispatch_per_tick = dispatch_per_tick
+        self.partitions = partitions
+        self.fconfig = FrontierConfig(discovery_share=discovery_share, politeness=politeness)
+        self.frontiers: dict[int, Frontier] = {}
+        self.meta: dict[str, UrlMeta] = {}
+        self.leases: dict[str, Lease] = {}       # host → live lease
+        self.known_hosts: set[str] = set()       # hosts whose host_state was loaded
+
+    # ------------------------------------------------------------------ partitions
+
+    async def on_assign(self, partitions: list[int]) -> None:
+        now = time.time()
+        for part in partitions:
+            if part in self.frontiers:
+                continue
+            fr = self.frontiers[part] = Frontier(self.fconfig)
+            rows = await self.state.queue_load(part)
+            for host in sorted({r.host for r in rows}):
+                await self._load_host(fr, host, now)
+            for r in rows:
+                self.meta[r.url] = UrlMeta(r.url_fp, r.depth, part)
+                fr.add(r.url, r.host, r.priority, r.not_before, "refresh" if r.kind == "refresh" else "discovery",
+                       enqueued_at=r.enqueued_at)
+            log.info("partition rebuilt", extra={"partition": part, "urls": len(rows)})
+
+    async def on_revoke(self, partitions: list[int]) -> None:
+        for part in partitions:
+            self.frontiers.pop(part, None)
+        self.meta = {u: m for u, m in self.meta.items() if m.part not in partitions}
+        self.leases = {h: le for h, le in self.leases.items() if le.part not in partitions}
+        self.known_hosts = {h for h in self.known_hosts if partition_for(h, self.partitions) not in partitions}
+
+    async def _load_host(self, fr: Frontier, host: str, now: float) -> None:
+        """Restore a host's timer, back-off and Crawl-delay from host_state; a live lease keeps the host
+        blocked until it expires (its fetch may still be running somewhere)."""
+        self.known_hosts.add(host)
+        hs = await self.state.host_get(host)
+        if hs is None:
+            return
+        if hs.crawl_delay_s is not None:
+            fr.set_host_params(host, crawl_delay_s=hs.crawl_delay_s)
+        blocked_until = hs.next_allowed_at or 0.0
+        if hs.lease_expires_at is not None and hs.lease_expires_at > now:
+            blocked_until = max(blocked_until, hs.lease_expires_at)
+        if blocked_until > 0 or hs.backoff_level:
+            fr.restore_host(host, blocked_until, hs.backoff_level)
+
+    # ------------------------------------------------------------------ records
+
+    async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
+        if isinstance(message, SeedMessage):
+            return self._seed(record, message)
+        if isinstance(message, UrlMessage):
+            await self._enqueue(record, message)
+            return []
+        if isinstance(message, FetchResult):
+            await self._result(record, message)
+            return []
+        raise PoisonMessage(f"unexpected message type {type(message).__name__}")
+
+    def _seed(self, record: Record, seed: SeedMessage) -> Sequence[Output]:
+        try:
+            url = normalize(seed.url)
+        except UrlError as exc:
+            raise PoisonMessage(f"malformed seed URL ({exc.reason}): {seed.url[:200]}") from exc
+        host = host_key(host_of(url))
+        if record.key != host or record.partition != partition_for(host, self.partitions):
+            # Produced unkeyed or with a wrong key: send it to the partition that owns the host.
+            REROUTED.inc()
+            return [Output(SEEDS, host, seed.model_copy(update={"url": url}))]
+        # Seeds take the same path as every other URL: through the dedup seen-set to this frontier.
+        cand = UrlCandidate(url=url, host=host, url_fp=url_fingerprint(url), depth=0, source_url="seed:" + seed.source)
+        return [Output(URL_CANDIDATES, host, cand)]
+
+    async def _enqueue(self, record: Record, msg: UrlMessage) -> None:
+        part = record.partition
+        fr = self.frontiers.get(part)
+        if fr is None:  # not ours any more (revoked mid-flight): the new owner replays it
+            return
+        now = time.time()
+        if msg.host not in self.known_hosts:
+            await self._load_host(fr, msg.host, now)
+        await self.state.queue_put(QueuedUrl(part, msg.host, msg.url_fp, msg.url, msg.priority, msg.kind,
+                                             msg.not_before, msg.depth, now))
+        if fr.add(msg.url, msg.host, msg.priority, msg.not_before, msg.kind, enqueued_at=now):
+            self.meta[msg.url] = UrlMeta(msg.url_fp, msg.depth, part)
+
+    async def _result(self, record: Record, res: FetchResult) -> None:
+        part = record.partition
+        fr = self.frontiers.get(part)
+        if fr is None:
+            return
+        now = time.time()
+        lease = self.leases.get(res.host)
+        if lease is not None and lease.lease_id == res.lease_id:
+            del self.leases[res.host]
+            if res.outcome == "lease_expired":
+                fr.release(res.host, res.url, now)
+                await self.state.host_put_lease(res.host, None, None, None)
+                return
+            try:
+                nxt = fr.done(res.host, now, res.fetch_s, res.status, res.crawl_delay_s, res.retry_after_s)
+            except (KeyError, ValueError):  # host not in flight in this rebuilt frontier
+                nxt = next_allowed_at(now, res.fetch_s, res.crawl_delay_s, self.politeness)
+                fr.restore_host(res.host, nxt, 0)
+            snap = fr.host_snapshot(res.host)
+            level = snap.backoff_level if snap else 0
+        else:
+            # A result from before a restart, or a replay: apply its politeness without a local lease.
+            if res.host in self.leases:
+                return  # another lease is live; this result is stale
+            nxt = next_allowed_at(now, res.fetch_s, res.crawl_delay_s, self.politeness)
+            level = 0
+            fr.restore_host(res.host, nxt, level)
+        if res.crawl_delay_s is not None:
+            fr.set_host_params(res.host, crawl_delay_s=res.crawl_delay_s)
+        await self.state.host_put_politeness(res.host, nxt, level, res.fetch_s * 1000.0, res.crawl_delay_s)
+        await self.state.host_put_lease(res.host, None, None, None)
+        if res.outcome == "robots_fetched":
+            # Only robots.txt was requested under this lease: the page goes back in the queue.
+            meta = self.meta.get(res.url)
+            fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=now)
+            if meta is None:
+                self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part)
+            return
+        await self.state.queue_delete(part, res.host, res.url_fp)
+        self.meta.pop(res.url, None)
+
+    # ------------------------------------------------------------------ dispatch
+
+    async def tick(self, now: float) -> Sequence[Output]:
+        await self._expire(now)
+        out: list[Output] = []
+        queued = 0
+        for part, fr in list(self.frontiers.items()):
+            while len(out) < self.dispatch_per_tick:
+                item = fr.next(now)
+                if item is None:
+                    break
+                meta = self.meta.get(item.url) or UrlMeta(url_fingerprint(item.url), 0, part)
+                lease = Lease(uuid.uuid4().hex, item.url, meta.url_fp, part, now + self.lease_s)
+                # The lease is durable before the request exists, so a restarted frontier keeps the host
+                # blocked until the lease expires.
+                await self.state.host_put_lease(item.host, lease.lease_id, item.url, lease.expires_at)
+                self.leases[item.host] = lease
+                out.append(Output(FETCH_REQUESTS, item.host, FetchRequest(
+                    url=item.url, host=item.host, url_fp=meta.url_fp, depth=meta.depth, kind=item.kind,
+                    lease_id=lease.lease_id, lease_expires_at=lease.expires_at)))
+            queued += len(fr)
+        DISPATCHED.inc(len(out))
+        QUEUED.set(queued)
+        return out
+
+    async def _expire(self, now: float) -> None:
+        for host, lease in list(self.leases.items()):
+            if lease.expires_at <= now:
+                del self.leases[host]
+                EXPIRED.inc()
+                fr = self.frontiers.get(lease.part)
+                if fr is not None:
+                    fr.release(host, lease.url, now)
+                await self.state.host_put_lease(host, None, None, None)
+
+    def stats(self) -> dict[str, int]:
+        return {"queued": sum(len(f) for f in self.frontiers.values()), "in_flight": len(self.leases),
+                "hosts": sum(f.hosts_count for f in self.frontiers.values())}

@@ -1,0 +1,17 @@
+"""Frontier settings, built once in main()."""
+
+from __future__ import annotations
+
+from streamcrawl_runtime.settings import StackSettings
+
+
+class FrontierSettings(StackSettings):
+    group_id: str = "streamcrawl-frontier"
+    lease_s: float = 120.0           # longer than any fetch (5 s connect + 30 s read + body) can take
+    min_delay_s: float = 1.0
+    delay_factor: float = 10.0
+    crawl_delay_cap_s: float = 30.0
+    discovery_share: float = 0.3
+    dispatch_per_tick: int = 500
+    metrics_port: int = 0            # 0 = no metrics HTTP server
+    log_level: str = "INFO"

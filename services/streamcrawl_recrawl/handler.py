@@ -1,0 +1,96 @@
+"""The recrawl scheduler's run-loop handler.
+
+On each fetch outcome it updates the URL's change interval with the core policy (halve on change, x2
+when unchanged, a 304 counts as unchanged, clamped to [min, max]) and files the next visit in the
+due_index, bucketed by hour and clustered by time, so "due now" is a range read of a few partitions.
+Every scan it emits due URLs of the partitions it owns to the frontier as refreshes, at most
+refresh_per_scan per scan; the frontier's discovery/refresh split then shares fetch slots.
+
+Change detection compares the body hash with the scheduler's own `sched_hash`, not url_state's
+content_hash, which dedup updates concurrently.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from prometheus_client import Counter
+from streamcrawl_contracts.messages import Envelope, FetchResult, UrlMessage
+from streamcrawl_contracts.topics import HOST_PARTITIONS, URLS
+from streamcrawl_core.partition import partition_for
+from streamcrawl_core.recrawl import RecrawlConfig, next_interval
+from streamcrawl_runtime.crawl_state import CrawlState
+from streamcrawl_runtime.errors import PoisonMessage
+from streamcrawl_runtime.kafka_loop import Output, Record
+
+log = logging.getLogger("streamcrawl.recrawl")
+
+SCHEDULED = Counter("streamcrawl_recrawl_scheduled_total", "Next visits filed", ["change"])
+EMITTED = Counter("streamcrawl_recrawl_emitted_total", "Due URLs sent to the frontier")
+
+
+class RecrawlHandler:
+    def __init__(self, state: CrawlState, config: RecrawlConfig, *, scan_interval_s: float = 5.0,
+                 scan_lookback_s: float = 2 * 86400.0, refresh_per_scan: int = 2000,
+                 partitions: int = HOST_PARTITIONS) -> None:
+        self.state = state
+        self.config = config
+        self.scan_interval_s = scan_interval_s
+        self.scan_lookback_s = scan_lookback_s
+        self.refresh_per_scan = refresh_per_scan
+        self.partitions = partitions
+        self.owned: set[int] = set()
+        self._last_scan = 0.0
+        self._emitted: list[tuple[float, str, int]] = []  # deleted one scan later, once flushed
+
+    async def on_assign(self, partitions: list[int]) -> None:
+        self.owned.update(partitions)
+
+    async def on_revoke(self, partitions: list[int]) -> None:
+        self.owned.difference_update(partitions)
+
+    async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
+        if not isinstance(message, FetchResult):
+            raise PoisonMessage(f"unexpected message type {type(message).__name__}")
+        res = message
+        if res.outcome not in ("fetched", "not_modified"):
+            return []
+        st = await self.state.url_get(res.host, res.url_fp)
+        prev_interval = st.change_interval_s if st else None
+        first = st is None or st.sched_hash is None
+        changed = res.outcome == "fetched" and not first and st is not None and st.sched_hash != res.content_hash
+        interval = self.config.initial_interval_s if first else next_interval(prev_interval, changed, 1.0,
+                                                                               self.config)
+        # Based on the fetch's own start time, so a replay files the same visit.
+        visit_at = res.started_at + interval
+        if st is not None and st.next_visit_at is not None and abs(st.next_visit_at - visit_at) > 0.001:
+            await self.state.due_delete(st.next_visit_at, res.host, res.url_fp)
+        new_hash = res.content_hash if res.outcome == "fetched" else (st.sched_hash if st else None)
+        await self.state.url_put_schedule(res.host, res.url_fp, interval, visit_at,
+                                          (st.change_count if st else 0) + (1 if changed else 0),
+                                          res.started_at if changed else (st.last_changed_at if st else None),
+                                          new_hash)
+        await self.state.due_put(visit_at, res.host, res.url_fp, res.url)
+        SCHEDULED.labels("first" if first else ("changed" if changed else "unchanged")).inc()
+        return []
+
+    async def tick(self, now: float) -> Sequence[Output]:
+        if now - self._last_scan < self.scan_interval_s or not self.owned:
+            return []
+        self._last_scan = now
+        # The previous scan's URLs were produced and flushed since (the loop flushes every commit interval).
+        for visit_at, host, fp in self._emitted:
+            await self.state.due_delete(visit_at, host, fp)
+        self._emitted = []
+        rows = await self.state.due_range(now - self.scan_lookback_s, now, self.refresh_per_scan * 4)
+        out: list[Output] = []
+        for visit_at, host, fp, url in rows:
+            if partition_for(host, self.partitions) not in self.owned:
+                continue
+            out.append(Output(URLS, host, UrlMessage(url=url, host=host, url_fp=fp, priority=3, kind="refresh")))
+            self._emitted.append((visit_at, host, fp))
+            if len(out) >= self.refresh_per_scan:
+                break
+        EMITTED.inc(len(out))
+        return out

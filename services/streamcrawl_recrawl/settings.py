@@ -1,0 +1,18 @@
+"""Recrawl scheduler settings, built once in main()."""
+
+from __future__ import annotations
+
+from streamcrawl_runtime.settings import StackSettings
+
+
+class RecrawlSettings(StackSettings):
+    group_id: str = "streamcrawl-recrawl"
+    min_interval_s: float = 3600.0
+    max_interval_s: float = 30 * 86400.0
+    initial_interval_s: float = 86400.0
+    grow_factor: float = 2.0
+    scan_interval_s: float = 5.0
+    scan_lookback_s: float = 2 * 86400.0
+    refresh_per_scan: int = 2000   # the refresh side of the discovery/refresh budget, per scan
+    metrics_port: int = 0
+    log_level: str = "INFO"

@@ -187,7 +187,9 @@ def _add_directives(pages: dict[str, Page], key: int) -> None:
         Page("/base/index.html", body_key=key + 2, base="/p/", links=(Link("1.html"), Link("2.html"))),
         Page("/noindex.html", body_key=key + 3, meta_robots="noindex", links=(Link("/p/2.html"),)),
         Page("/nofollow.html", body_key=key + 4, meta_robots="nofollow", links=(Link("/hidden/1.html"),)),
-        Page("/xrobots.html", body_key=key + 5, x_robots="noindex, nofollow", links=(Link("/hidden/2.html"),)),
+        Page(
+            "/xrobots.html", body_key=key + 5, x_robots="noindex, nofollow", links=(Link("/hidden/2.html"),)
+        ),
     )
     # Only linked from nofollow pages: a polite crawler never discovers them.
     _add(

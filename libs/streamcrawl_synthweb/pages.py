@@ -28,11 +28,47 @@ __all__ = [
     "robots_spec",
 ]
 
-_WORDS = (
-    "stream crawler frontier kafka partition offset politeness robots fetch parse canonical seed "
-    "host delay queue shard replica lag batch commit record schema topic broker consumer producer "
-    "index render anchor link graph page content archive window backoff budget trap session"
-).split()
+_WORDS = [
+    "stream",
+    "crawler",
+    "frontier",
+    "kafka",
+    "partition",
+    "offset",
+    "politeness",
+    "robots",
+    "fetch",
+    "parse",
+    "canonical",
+    "seed",
+    "host",
+    "delay",
+    "queue",
+    "shard",
+    "replica",
+    "lag",
+    "batch",
+    "commit",
+    "record",
+    "schema",
+    "topic",
+    "broker",
+    "consumer",
+    "producer",
+    "index",
+    "render",
+    "anchor",
+    "link",
+    "graph",
+    "page",
+    "content",
+    "archive",
+    "window",
+    "backoff",
+    "budget",
+    "trap",
+    "session",
+]
 _CHARSET_TEXT = {
     "iso-8859-1": "Café crème à Zürich, naïve façade, Ærøskøbing.",
     "shift_jis": "日本語のページです。東京の天気は晴れ。",
@@ -173,9 +209,7 @@ def render_page(web: SynthWeb, host: Host, page: Page, version: int = 0, sid: st
 
 def render_calendar(year: int, month: int) -> Rendered:
     ny, nm = (year + 1, 1) if month == 12 else (year, month + 1)
-    body = f"<p>Events for {year}-{month:02d}: none.</p>\n" + _links_html(
-        [f"/cal/{ny}/{nm:02d}/", "/"]
-    )
+    body = f"<p>Events for {year}-{month:02d}: none.</p>\n" + _links_html([f"/cal/{ny}/{nm:02d}/", "/"])
     return Rendered(_doc(f"Calendar {year}-{month:02d}", '<meta charset="utf-8">', body).encode(), _HTML)
 
 
@@ -195,7 +229,7 @@ _HTML = "text/html; charset=utf-8"
 
 def big_body_chunks(total: int, chunk: int = 64 * 1024) -> Iterator[bytes]:
     """An HTML document of exactly ``total`` bytes, yielded in ``chunk``-sized pieces."""
-    head = b"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Big</title></head><body>\n"
+    head = b'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>Big</title></head><body>\n'
     filler = b"<p>" + b"big body filler " * 60 + b"</p>\n"
     sent = 0
     first = head + filler * (chunk // len(filler))
@@ -222,4 +256,6 @@ def _png(key: int) -> bytes:
     r, g, b = (key * 37) % 256, (key * 91) % 256, (key * 53) % 256
     raw = b"".join(b"\x00" + bytes((r, g, b)) * 8 for _ in range(8))
     ihdr = struct.pack(">IIBBBBB", 8, 8, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    )

@@ -98,11 +98,11 @@ class GroundTruth:
     slow_hosts: set[str] = field(default_factory=set)
     rate_limited: dict[str, int] = field(default_factory=dict)  # host -> first N requests get 429
     hosts_reached: set[str] = field(default_factory=set)
+    # host -> every non-robots URL of it a correct crawler requests (pages, redirect hops, errors...)
+    urls_by_host: dict[str, set[str]] = field(default_factory=dict)
 
     def host_urls(self, host: str) -> set[str]:
-        """Every non-robots URL of ``host`` a correct crawler requests (pages, redirect hops, errors...)."""
-        every = self.pages | set(self.redirects) | set(self.errors) | self.soft404
-        return {u for u in every if urlsplit(u).hostname == host}
+        return self.urls_by_host.get(host, set())
 
 
 _NON_HTML = {"pdf": "application/pdf", "png": "image/png", "json": "application/json"}
@@ -155,7 +155,9 @@ class _Walker:
         return host
 
     def push(self, url: str) -> None:
-        url = _strip_sid(normalize_url(url))
+        self._push_normalized(_strip_sid(normalize_url(url)))
+
+    def _push_normalized(self, url: str) -> None:
         if url not in self.seen:
             self.seen.add(url)
             self.queue.append(url)
@@ -245,14 +247,20 @@ class _Walker:
             gt.nofollow.add(url)
             return
         base = urljoin(url, page.base) if page.base else url
+        origin = self.web.origin(host)
         for link in page.links:
-            self.push(self.web.url(link.host, link.href) if link.host is not None else urljoin(base, link.href))
+            if link.host is not None:
+                self._push_normalized(self.web.url(link.host, link.href))
+            elif link.href.startswith("/") and not page.base and "sid=" not in link.href:
+                self._push_normalized(origin + link.href)  # fast path: already in normal form
+            else:
+                self.push(urljoin(base, link.href))
 
     def _finish(self) -> None:
         gt = self.gt
-        gt.canonical_pages = {
-            u for u in gt.pages if u not in gt.noindex and gt.canonical_of.get(u, u) == u
-        }
+        for url in gt.pages | set(gt.redirects) | set(gt.errors) | gt.soft404:
+            gt.urls_by_host.setdefault(urlsplit(url).hostname or "", set()).add(url)
+        gt.canonical_pages = {u for u in gt.pages if u not in gt.noindex and gt.canonical_of.get(u, u) == u}
         for name, entries in self.trap_entries.items():
             host = self.web.by_name[name]
             gt.trap_hosts[name] = TrapInfo(

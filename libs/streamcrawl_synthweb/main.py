@@ -1,0 +1,151 @@
+"""``streamcrawl-synthweb``: run the synthetic web's DNS and HTTP servers until SIGTERM/SIGINT.
+
+    streamcrawl-synthweb --hosts 200 --seed 7 --http-port 8480 --dns-port 8553 \\
+        --log requests.jsonl --manifest manifest.json --ready-file /tmp/synthweb.ready
+
+The manifest (JSON) is written before the ready file, so a script that waits for the ready file can
+read the manifest at once. Diagnostics go to stderr as one JSON object per line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from streamcrawl_synthweb.dns import SynthDNS
+from streamcrawl_synthweb.generator import generate
+from streamcrawl_synthweb.log import RequestLog
+from streamcrawl_synthweb.model import DEFAULT_DNS_PORT, DEFAULT_HTTP_PORT, PROFILES, SynthWeb
+from streamcrawl_synthweb.server import SynthServer
+
+__all__ = ["build_manifest", "main", "run"]
+
+log = logging.getLogger("streamcrawl_synthweb")
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        doc.update(getattr(record, "fields", {}))
+        if record.exc_info:
+            doc["exc"] = self.formatException(record.exc_info)
+        return json.dumps(doc, default=str)
+
+
+def _setup_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+def build_manifest(web: SynthWeb, dns: SynthDNS, start_time: float, log_path: str | None) -> dict[str, Any]:
+    return {
+        "seed": web.seed,
+        "n_hosts": len(web.hosts),
+        "profile": dataclasses.asdict(web.profile),
+        "http_port": web.port,
+        "dns": {"host": dns.host, "port": dns.port, "ttl": dns.ttl, "negative_ttl": dns.negative_ttl},
+        "start_time": start_time,
+        "request_log": log_path,
+        "hosts": {h.name: {"ip": h.ip, "kind": h.kind} for h in web.hosts},
+        "seeds": web.seeds(),
+    }
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="streamcrawl-synthweb", description=__doc__.splitlines()[0])
+    p.add_argument("--hosts", type=int, default=200, help="number of synthetic hosts")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--profile", choices=sorted(PROFILES), default="default")
+    p.add_argument("--http-port", type=int, default=DEFAULT_HTTP_PORT)
+    p.add_argument("--dns-host", default="127.0.0.1", help="loopback address for the DNS server")
+    p.add_argument("--dns-port", type=int, default=DEFAULT_DNS_PORT)
+    p.add_argument("--dns-ttl", type=int, default=300)
+    p.add_argument("--dns-negative-ttl", type=int, default=60)
+    p.add_argument("--robots-timeout", type=float, help="seconds the robots_timeout hosts hang")
+    p.add_argument("--change-period", type=float, help="seconds between content versions")
+    p.add_argument("--crawl-delay", type=float, help="Crawl-delay announced by robots_crawl_delay hosts")
+    p.add_argument("--log", help="request log (JSON lines); omitted = no request log")
+    p.add_argument("--manifest", help="write the manifest JSON here")
+    p.add_argument("--ready-file", help="create this file once both servers listen")
+    p.add_argument("--log-level", default="info")
+    return p.parse_args(argv)
+
+
+async def run(args: argparse.Namespace, stop: asyncio.Event | None = None) -> None:
+    """Start DNS + HTTP, write manifest and ready file, serve until ``stop`` or SIGTERM/SIGINT."""
+    profile = PROFILES[args.profile]
+    overrides = {
+        "robots_timeout_s": args.robots_timeout,
+        "change_period_s": args.change_period,
+        "crawl_delay_s": args.crawl_delay,
+    }
+    profile = dataclasses.replace(profile, **{k: v for k, v in overrides.items() if v is not None})
+    t0 = time.monotonic()
+    web = generate(args.hosts, args.seed, profile, port=args.http_port)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    dns = SynthDNS(web, args.dns_host, args.dns_port, args.dns_ttl, args.dns_negative_ttl)
+    http = SynthServer(web, RequestLog(args.log))
+    await dns.start()
+    try:
+        await http.start()
+        try:
+            if args.manifest:
+                manifest = build_manifest(web, dns, http.start_time, args.log)
+                _write_atomic(Path(args.manifest), json.dumps(manifest, indent=1))
+            if args.ready_file:
+                _write_atomic(Path(args.ready_file), f"{os.getpid()}\n")
+            log.info(
+                "ready",
+                extra={"fields": {"hosts": len(web.hosts), "startup_s": round(time.monotonic() - t0, 3)}},
+            )
+            await stop.wait()
+            log.info("stopping", extra={"fields": {"requests": http.log.entries_written}})
+        finally:
+            await http.stop()
+    finally:
+        await dns.stop()
+        if args.ready_file:
+            with contextlib.suppress(FileNotFoundError):
+                Path(args.ready_file).unlink()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    _setup_logging(args.log_level)
+    if args.hosts < 1:
+        log.error("need at least one host")
+        return 2
+    asyncio.run(run(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

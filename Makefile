@@ -59,7 +59,7 @@ schemas: venv
 	$(VPY) -m streamcrawl_contracts.export
 
 run: stack-up
-	$(VPY) -m streamcrawl_runtime.launcher $(if $(SEEDS),--seeds $(SEEDS),)
+	$(VPY) -m streamcrawl_launcher $(if $(SEEDS),--seeds $(SEEDS),) $(RUN_ARGS)
 
 bench-core: venv
 	$(VPY) bench/core_a.py

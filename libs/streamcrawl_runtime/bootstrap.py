@@ -115,3 +115,43 @@ def ensure_bucket(client: Minio, bucket: str) -> bool:
         return False
     client.make_bucket(bucket)
     return True
+
+
+CRAWL_TABLES = ("url_state", "host_state", "frontier_queue", "due_index", "content_index", "simhash_blocks")
+
+
+def reset_crawl(bootstrap: str, session: Any, client: Minio, bucket: str, timeout_s: float = 60.0) -> None:
+    """Start a crawl from nothing: recreate every topic, drop the streamcrawl-* consumer groups, truncate the
+    crawl tables and remove the Bloom snapshots. Used by `make run` (bundled web) and the e2e tests, never
+    by the services. The control-plane tables (blocklist, host_overrides) are kept."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    groups = [g.group_id for g in admin.list_consumer_groups().result(timeout_s).valid
+              if g.group_id.startswith("streamcrawl-")]
+    if groups:
+        for fut in admin.delete_consumer_groups(groups, request_timeout=timeout_s).values():
+            try:
+                fut.result(timeout_s)
+            except KafkaException as exc:  # a group that is still live cannot be deleted
+                raise ProvisionError(f"kafka: cannot delete consumer group (services still running?): {exc}") from exc
+    names = [t.name for t in ALL_TOPICS]
+    existing = set(admin.list_topics(timeout=timeout_s).topics)
+    doomed = [n for n in names if n in existing]
+    if doomed:
+        for fut in admin.delete_topics(doomed, operation_timeout=timeout_s).values():
+            fut.result(timeout_s)
+        deadline = time.time() + timeout_s
+        while time.time() < deadline and set(doomed) & set(admin.list_topics(timeout=timeout_s).topics):
+            time.sleep(0.2)
+    for attempt in range(50):  # the broker may still be finishing the deletes
+        try:
+            ensure_topics(bootstrap)
+            break
+        except (ProvisionError, KafkaException):
+            if attempt == 49:
+                raise
+            time.sleep(0.3)
+    for table in CRAWL_TABLES:
+        session.execute(f"TRUNCATE {table}", timeout=120)
+    for obj in client.list_objects(bucket, prefix="bloom/", recursive=True):
+        if obj.object_name:
+            client.remove_object(bucket, obj.object_name)

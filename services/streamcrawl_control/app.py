@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import FastAPI, HTTPException, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -154,6 +155,13 @@ def create_app(sink: SeedSink, store: ControlStore, stats: StatsSource, *,
     async def _port_error(_request: Request, exc: PortError) -> JSONResponse:
         log.warning("engine error", extra={"error": str(exc)})
         return JSONResponse(status_code=503, content={"detail": str(exc)})
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        # Like FastAPI's default, without echoing the input (it may be NaN, which JSON cannot carry).
+        errors = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+                  for e in exc.errors()]
+        return JSONResponse(status_code=422, content={"detail": errors})
 
     @app.post("/seeds", status_code=202, response_model=SeedResponse,
               responses={422: {"model": SeedResponse, "description": "Some URLs were rejected (the rest "

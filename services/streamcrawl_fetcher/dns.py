@@ -1,0 +1,168 @@
+"""Host name → IP address for the fetcher: dnspython against a configured server, with a TTL cache,
+negative caching and an allow-list of networks.
+
+Why not the OS resolver: the crawler must resolve through a server we choose (the synthetic web's DNS
+in tests and demos), must see TTLs to cache correctly, and must cache failures (RFC 2308) so that one
+dead domain with 10,000 queued URLs costs one query per negative TTL rather than 10,000.
+`server="system"` uses the OS resolver (getaddrinfo, which also reads /etc/hosts) with `default_ttl_s`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import dns.asyncresolver
+import dns.exception
+import dns.resolver
+from prometheus_client import Counter
+
+DNS_LOOKUPS = Counter("streamcrawl_fetcher_dns_lookups", "DNS lookups by result", ["result"])
+
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class DnsError(Exception):
+    """The name did not resolve (NXDOMAIN, SERVFAIL, timeout, no address)."""
+
+    def __init__(self, reason: str, host: str) -> None:
+        super().__init__(f"{reason}: {host}")
+        self.reason = reason
+
+
+class AddressNotAllowed(Exception):
+    """The name resolved to an address outside `allowed_networks`: we refuse to connect."""
+
+
+def parse_networks(spec: str) -> tuple[IpNetwork, ...]:
+    """'127.0.0.0/8, ::1/128' → networks; an empty spec means 'any address'."""
+    return tuple(ipaddress.ip_network(part.strip(), strict=False) for part in spec.split(",") if part.strip())
+
+
+@dataclass(frozen=True)
+class _Entry:
+    ip: str | None
+    error: str | None
+    expires_at: float
+
+
+class Resolver:
+    def __init__(
+        self,
+        server: str = "system",
+        port: int = 53,
+        timeout_s: float = 3.0,
+        allowed_networks: tuple[IpNetwork, ...] = (),
+        negative_ttl_s: float = 300.0,
+        error_ttl_s: float = 30.0,
+        min_ttl_s: float = 30.0,
+        max_ttl_s: float = 3600.0,
+        default_ttl_s: float = 300.0,
+        max_entries: int = 100_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.allowed = allowed_networks
+        self.negative_ttl_s, self.error_ttl_s = negative_ttl_s, error_ttl_s
+        self.min_ttl_s, self.max_ttl_s, self.default_ttl_s = min_ttl_s, max_ttl_s, default_ttl_s
+        self.max_entries = max_entries
+        self.clock = clock
+        self._cache: OrderedDict[str, _Entry] = OrderedDict()
+        self._system = server == "system"
+        self._dns: dns.asyncresolver.Resolver | None = None
+        if not self._system:
+            r = dns.asyncresolver.Resolver(configure=False)
+            r.nameservers = [server]
+            r.port = port
+            r.timeout = timeout_s
+            r.lifetime = timeout_s
+            r.cache = None  # our own cache also keeps negative answers
+            self._dns = r
+
+    def check_allowed(self, ip: str) -> None:
+        if not self.allowed:
+            return
+        addr = ipaddress.ip_address(ip)
+        if not any(addr in net for net in self.allowed):
+            raise AddressNotAllowed(f"address {ip} is outside allowed_networks")
+
+    async def resolve(self, host: str) -> str:
+        """An IP for `host` (an IP literal is returned as is). Raises DnsError or AddressNotAllowed."""
+        literal = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        try:
+            ipaddress.ip_address(literal)
+        except ValueError:
+            pass
+        else:
+            self.check_allowed(literal)
+            return literal
+        now = self.clock()
+        entry = self._cache.get(host)
+        if entry is not None and entry.expires_at > now:
+            self._cache.move_to_end(host)
+            DNS_LOOKUPS.labels("hit" if entry.ip else "negative_hit").inc()
+        else:
+            entry = await self._lookup(host, now)
+            self._cache[host] = entry
+            self._cache.move_to_end(host)
+            while len(self._cache) > self.max_entries:
+                self._cache.popitem(last=False)
+        if entry.ip is None:
+            raise DnsError(entry.error or "unresolved", host)
+        self.check_allowed(entry.ip)
+        return entry.ip
+
+    def _ttl(self, ttl: float) -> float:
+        return min(max(ttl, self.min_ttl_s), self.max_ttl_s)
+
+    async def _lookup(self, host: str, now: float) -> _Entry:
+        if self._dns is None:
+            return await self._lookup_system(host, now)
+        last_error = "no_address"
+        for rdtype in ("A", "AAAA"):
+            try:
+                answer = await self._dns.resolve(host, rdtype, search=False)
+            except dns.resolver.NXDOMAIN:
+                DNS_LOOKUPS.labels("nxdomain").inc()
+                return _Entry(None, "NXDOMAIN", now + self.negative_ttl_s)
+            except dns.resolver.NoAnswer:
+                continue  # NODATA for A: try AAAA
+            except dns.resolver.NoNameservers:
+                last_error = "SERVFAIL"
+                break
+            except dns.exception.Timeout:
+                last_error = "timeout"
+                break
+            except dns.exception.DNSException as exc:
+                last_error = f"dns error {type(exc).__name__}"
+                break
+            rrset = answer.rrset
+            if rrset is None or len(rrset) == 0:
+                continue
+            DNS_LOOKUPS.labels("resolved").inc()
+            return _Entry(str(next(iter(rrset))), None, now + self._ttl(float(rrset.ttl)))
+        DNS_LOOKUPS.labels("error").inc()
+        # NODATA is a negative answer (RFC 2308) like NXDOMAIN; SERVFAIL/timeouts may be brief.
+        ttl = self.negative_ttl_s if last_error == "no_address" else self.error_ttl_s
+        return _Entry(None, last_error, now + ttl)
+
+    async def _lookup_system(self, host: str, now: float) -> _Entry:
+        loop = asyncio.get_running_loop()
+        try:
+            infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except socket.gaierror as exc:
+            DNS_LOOKUPS.labels("error").inc()
+            nx = exc.errno in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME))
+            return _Entry(None, "NXDOMAIN" if nx else f"resolver error {exc.errno}",
+                          now + (self.negative_ttl_s if nx else self.error_ttl_s))
+        for family in (socket.AF_INET, socket.AF_INET6):
+            for fam, _t, _p, _c, sockaddr in infos:
+                if fam == family:
+                    DNS_LOOKUPS.labels("resolved").inc()
+                    return _Entry(str(sockaddr[0]), None, now + self.default_ttl_s)
+        DNS_LOOKUPS.labels("error").inc()
+        return _Entry(None, "no_address", now + self.negative_ttl_s)

@@ -1,0 +1,190 @@
+"""FetchRequest → FetchResult: lease check, DNS, robots, conditional GET, body to the blob store.
+
+Outcomes that need no page request: lease_expired, dns_error, robots_unavailable, robots_disallowed and
+robots_fetched (robots.txt was not cached, so this lease was spent fetching it; the frontier re-queues).
+With `status` on robots_* results = the robots.txt status when it was fetched for this request.
+
+Every request yields exactly one FetchResult keyed by host, whatever happens on the network; only an
+unavailable engine (S3, Cassandra) raises, as TransientError, so the run loop retries the request
+instead of reporting a fetch failure that was not the site's fault.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import Counter, Histogram
+from streamcrawl_contracts.messages import Envelope, FetchRequest, FetchResult
+from streamcrawl_contracts.topics import FETCH_RESULTS
+from streamcrawl_core.politeness import parse_retry_after
+from streamcrawl_core.urls import UrlError, host_of, normalize, origin_of
+from streamcrawl_runtime.blobstore import BlobStore
+from streamcrawl_runtime.crawl_state import CrawlState
+from streamcrawl_runtime.kafka_loop import Output, Record
+
+from streamcrawl_fetcher.dns import AddressNotAllowed, DnsError
+from streamcrawl_fetcher.fetch import HttpFetcher, HttpResponse, NetworkError
+from streamcrawl_fetcher.robots_cache import RobotsCache
+
+log = logging.getLogger("streamcrawl.fetcher")
+
+RESULTS = Counter("streamcrawl_fetcher_results", "Fetch results by outcome", ["outcome"])
+STATUS = Counter("streamcrawl_fetcher_http_responses", "HTTP responses by status class", ["status_class"])
+FETCH_SECONDS = Histogram("streamcrawl_fetcher_fetch_seconds", "Page request wall time incl. body",
+                          buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120))
+BODY_BYTES = Counter("streamcrawl_fetcher_body_bytes", "Decoded body bytes downloaded")
+STORED_BYTES = Counter("streamcrawl_fetcher_stored_bytes", "Body bytes newly written to the blob store")
+
+
+@dataclass(frozen=True)
+class FetchPolicy:
+    max_body_bytes: int = 10 * 1024 * 1024
+    robots_max_bytes: int = 500 * 1024
+    robots_max_redirects: int = 5
+
+
+class FetcherHandler:
+    def __init__(self, http: HttpFetcher, robots: RobotsCache, state: CrawlState, blobs: BlobStore,
+                 policy: FetchPolicy | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.http = http
+        self.robots = robots
+        self.state = state
+        self.blobs = blobs
+        self.policy = policy or FetchPolicy()
+        self.clock = clock
+
+    # ------------------------------------------------------------------ Handler protocol
+
+    async def on_assign(self, partitions: list[int]) -> None:
+        return None
+
+    async def on_revoke(self, partitions: list[int]) -> None:
+        return None
+
+    async def tick(self, now: float) -> Sequence[Output]:
+        return ()
+
+    async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
+        if not isinstance(message, FetchRequest):
+            return ()
+        result = await self.fetch(message)
+        RESULTS.labels(result.outcome).inc()
+        log.info("fetched", extra={"url": message.url, "outcome": result.outcome, "status": result.status,
+                                   "fetch_s": round(result.fetch_s, 3)})
+        return [Output(FETCH_RESULTS, message.host, result)]
+
+    # ------------------------------------------------------------------ the fetch
+
+    async def fetch(self, req: FetchRequest) -> FetchResult:
+        started = self.clock()
+
+        # outcome is one of FetchResult's Literal values (pydantic checks it)
+        def result(outcome: Any, **fields: Any) -> FetchResult:
+            return FetchResult(url=req.url, host=req.host, url_fp=req.url_fp, depth=req.depth, kind=req.kind,
+                               lease_id=req.lease_id, outcome=outcome, started_at=started, **fields)
+
+        if req.lease_expires_at < started:
+            # The frontier has already re-queued this URL: fetching now could break politeness.
+            return result("lease_expired", error="lease expired before the fetch started")
+        try:
+            url = normalize(req.url)
+            origin = origin_of(url)
+        except UrlError as exc:
+            return result("http_error", error=f"malformed url: {exc}")
+        try:
+            # Resolve first: a dead name is a dns_error, not a robots_unavailable.
+            await self.http.resolver.resolve(host_of(url))
+        except DnsError as exc:
+            return result("dns_error", error=str(exc))
+        except AddressNotAllowed as exc:
+            return result("network_error", error=str(exc))
+
+        rules = await self.robots.cached(req.host, started)
+        fetched_robots = rules is None
+        if rules is None:
+            # One lease = one request to the host: this lease is spent on robots.txt, the page waits
+            # for its next turn behind the politeness delay (the frontier re-queues on robots_fetched).
+            rules = await self.robots.refresh(req.host, origin, started)
+        delay = rules.crawl_delay()
+        robots_fields: dict[str, Any] = {"crawl_delay_s": delay}
+        if fetched_robots:
+            robots_fields.update(status=rules.status, fetch_s=self.clock() - started)
+        if rules.kind == "disallow_all":
+            return result("robots_unavailable", error="robots.txt unavailable: host not crawled for now",
+                          **robots_fields)
+        if not rules.allowed(url):
+            return result("robots_disallowed", **robots_fields)
+        if fetched_robots:
+            return result("robots_fetched", **robots_fields)
+
+        headers = await self._conditional_headers(req)
+        t0 = time.perf_counter()
+        try:
+            resp = await self.http.get(req.url, self.policy.max_body_bytes, headers)
+        except DnsError as exc:
+            return result("dns_error", error=str(exc), crawl_delay_s=delay)
+        except (AddressNotAllowed, NetworkError) as exc:
+            return result("network_error", error=str(exc), crawl_delay_s=delay,
+                          fetch_s=time.perf_counter() - t0)
+        except UrlError as exc:
+            return result("http_error", error=f"malformed url: {exc}", crawl_delay_s=delay)
+        fetch_s = time.perf_counter() - t0
+        FETCH_SECONDS.observe(fetch_s)
+        BODY_BYTES.inc(len(resp.body))
+        STATUS.labels(f"{resp.status // 100}xx").inc()
+        return await self._classify(req, url, resp, fetch_s, delay, result)
+
+    async def _conditional_headers(self, req: FetchRequest) -> dict[str, str]:
+        etag, last_modified = req.etag, req.last_modified
+        if etag is None and last_modified is None:
+            st = await self.state.url_get(req.host, req.url_fp)
+            if st is not None:
+                etag, last_modified = st.etag, st.last_modified
+        headers: dict[str, str] = {}
+        if etag:
+            headers["If-None-Match"] = etag
+        if last_modified:
+            headers["If-Modified-Since"] = last_modified
+        return headers
+
+    async def _classify(self, req: FetchRequest, url: str, resp: HttpResponse, fetch_s: float,
+                        delay: float | None, result: Callable[..., FetchResult]) -> FetchResult:
+        h = resp.headers
+        common: dict[str, Any] = {
+            "status": resp.status, "fetch_s": fetch_s, "crawl_delay_s": delay,
+            "content_type": h.get("content-type"), "etag": h.get("etag"),
+            "last_modified": h.get("last-modified"), "x_robots_tag": _joined(h.get_list("x-robots-tag")),
+        }
+        if resp.status == 304:
+            # Echo the validators we sent when the 304 omits them, so url_state keeps them.
+            common["etag"] = common["etag"] or req.etag
+            common["last_modified"] = common["last_modified"] or req.last_modified
+            return result("not_modified", **common)
+        if 300 <= resp.status <= 399:
+            location = h.get("location")
+            if not location:
+                return result("http_error", error="redirect without Location", **common)
+            try:
+                target = normalize(location, base=url)
+            except UrlError as exc:
+                return result("http_error", error=f"invalid redirect Location: {exc}", **common)
+            return result("redirect", redirect_to=target, **common)
+        if 200 <= resp.status <= 299:
+            digest, key, new = await asyncio.to_thread(self.blobs.put_page, resp.body)
+            if new:
+                STORED_BYTES.inc(len(resp.body))
+            return result("fetched", content_hash=digest, storage_key=key, content_length=len(resp.body),
+                          truncated=resp.truncated, **common)
+        retry_after = None
+        if resp.status in (429, 503):
+            retry_after = parse_retry_after(h.get("retry-after"), self.clock())
+        return result("http_error", error=f"HTTP {resp.status}", retry_after_s=retry_after, **common)
+
+
+def _joined(values: list[str]) -> str | None:
+    return ", ".join(values) if values else None

@@ -1,0 +1,88 @@
+"""robots.txt rules per host: in-memory LRU in front of Cassandra host_state, refetched when due.
+
+Lookup order: memory → host_state (so a restarted fetcher reuses what it knew) → fetch (`refresh`,
+which the handler calls instead of a page request: one lease, one request to the host). Policy (what a
+status means, how long rules live, the stale-but-fresh fallback on a failed refetch) is entirely
+streamcrawl_core.robots; this module only decides where rules come from and where they are kept.
+
+Keyed by host because the whole pipeline (Kafka keys, host_state) is keyed by host; the robots file is
+fetched from the scheme and port of the first URL seen for that host.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+
+from prometheus_client import Counter
+from streamcrawl_core.robots import RobotsConfig, RobotsRules
+from streamcrawl_runtime.crawl_state import CrawlState
+
+ROBOTS_LOOKUPS = Counter("streamcrawl_fetcher_robots_lookups", "robots.txt rule lookups by source",
+                         ["source"])
+ROBOTS_FETCHES = Counter("streamcrawl_fetcher_robots_fetches", "robots.txt fetches by resulting kind",
+                         ["kind"])
+
+#: (robots URL) → final (status, body); status None = unreachable.
+RobotsFetch = Callable[[str], Awaitable[tuple[int | None, bytes | None]]]
+
+
+class RobotsCache:
+    def __init__(self, state: CrawlState, fetch: RobotsFetch, config: RobotsConfig,
+                 max_entries: int = 100_000) -> None:
+        self.state = state
+        self.fetch = fetch
+        self.config = config
+        self.max_entries = max_entries
+        self._mem: OrderedDict[str, RobotsRules] = OrderedDict()
+
+    def forget(self, host: str) -> None:
+        self._mem.pop(host, None)
+
+    async def cached(self, host: str, now: float) -> RobotsRules | None:
+        """Rules for `host` from memory or host_state, or None when robots.txt must be (re)fetched.
+
+        Cassandra errors propagate (TransientError: the run loop retries the request later).
+        """
+        rules = self._mem.get(host)
+        source = "memory"
+        if rules is None:
+            rules, source = await self._load(host), "cassandra"
+            if rules is not None:
+                self._remember(host, rules)
+        else:
+            self._mem.move_to_end(host)
+        if rules is None or rules.needs_refetch(now):
+            ROBOTS_LOOKUPS.labels("miss").inc()
+            return None
+        ROBOTS_LOOKUPS.labels(source).inc()
+        return rules
+
+    async def refresh(self, host: str, origin: str, now: float) -> RobotsRules:
+        """Fetch `origin`/robots.txt and store the resulting rules (memory and host_state)."""
+        previous = self._mem.get(host)
+        status, body = await self.fetch(origin + "/robots.txt")
+        rules = RobotsRules.from_fetch(status, body, now, self.config, previous=previous)
+        ROBOTS_FETCHES.labels("stale_fallback" if rules.stale_fallback else rules.kind).inc()
+        self._remember(host, rules)
+        if not rules.stale_fallback:
+            # A fallback keeps the previous copy, which is already what host_state holds.
+            await self.state.host_put_robots(host, rules.status, rules.text or None, rules.fetched_at,
+                                             rules.crawl_delay())
+        return rules
+
+    async def _load(self, host: str) -> RobotsRules | None:
+        hs = await self.state.host_get(host)
+        if hs is None or hs.robots_fetched_at is None:
+            return None
+        body = (hs.robots_body or "").encode("utf-8")
+        try:
+            return RobotsRules.from_fetch(hs.robots_status, body, hs.robots_fetched_at, self.config)
+        except ValueError:  # a corrupt row: refetch rather than fail the request
+            return None
+
+    def _remember(self, host: str, rules: RobotsRules) -> None:
+        self._mem[host] = rules
+        self._mem.move_to_end(host)
+        while len(self._mem) > self.max_entries:
+            self._mem.popitem(last=False)

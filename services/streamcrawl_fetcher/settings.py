@@ -1,0 +1,36 @@
+"""Fetcher configuration: one pydantic-settings class (env prefix STREAMCRAWL_), built once in main."""
+
+from __future__ import annotations
+
+from streamcrawl_runtime.settings import StackSettings
+
+DEFAULT_USER_AGENT = "streamcrawl/0.1 (+https://github.com/streamcrawl/streamcrawl; crawler contact)"
+
+
+class FetcherSettings(StackSettings):
+    group_id: str = "streamcrawl-fetcher"
+    log_level: str = "INFO"
+    metrics_port: int = 9102  # 0 disables the Prometheus endpoint
+    max_in_flight: int = 200
+
+    user_agent: str = DEFAULT_USER_AGENT
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 30.0
+    # Wall-clock cap on one request incl. body: a server dripping one byte every 29 s defeats read_timeout.
+    total_timeout_s: float = 120.0
+    max_body_bytes: int = 10 * 1024 * 1024
+    max_connections: int = 256
+    verify_tls: bool = True
+
+    # DNS: "system" = the OS resolver; otherwise the IP of a DNS server (the synthetic web's runs on 8553).
+    dns_server: str = "127.0.0.1"
+    dns_port: int = 8553
+    dns_timeout_s: float = 3.0
+    dns_negative_ttl_s: float = 300.0
+    # Comma-separated CIDRs the crawler may connect to; empty = any. Demos and tests use 127.0.0.0/8.
+    allowed_networks: str = ""
+
+    robots_max_age_s: float = 86400.0
+    robots_crawl_delay_cap_s: float = 30.0
+    robots_unreachable_retry_s: float = 3600.0
+    robots_cache_entries: int = 100_000

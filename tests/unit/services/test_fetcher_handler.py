@@ -1,0 +1,273 @@
+"""Fetcher handler against a real local HTTP server and a tiny DNS server (127.0.0.1 only)."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import time
+from collections.abc import Iterator
+
+import pytest
+from streamcrawl_contracts.messages import FetchRequest, FetchResult
+from streamcrawl_contracts.topics import FETCH_RESULTS
+from streamcrawl_core.fingerprint import url_fingerprint
+from streamcrawl_core.robots import RobotsConfig
+from streamcrawl_fetcher.dns import Resolver, parse_networks
+from streamcrawl_fetcher.fetch import HttpFetcher, make_client
+from streamcrawl_fetcher.handler import FetcherHandler, FetchPolicy
+from streamcrawl_fetcher.robots_cache import RobotsCache
+from streamcrawl_fetcher.settings import DEFAULT_USER_AGENT
+from streamcrawl_runtime.blobstore import MemoryBlobStore
+from streamcrawl_runtime.crawl_state import UrlState
+from streamcrawl_runtime.errors import TransientError
+from streamcrawl_runtime.kafka_loop import Record
+
+from .fakes import FakeCrawlState, Reply, ScriptedHTTP, TinyDNS
+
+HOST = "site.test"
+
+
+@pytest.fixture(scope="module")
+def dns_server() -> Iterator[TinyDNS]:
+    srv = TinyDNS({HOST: "127.0.0.1", "other.test": "127.0.0.1", "far.test": "10.1.2.3"},
+                  servfail={"broken.test"})
+    yield srv
+    srv.close()
+
+
+@pytest.fixture
+def web() -> Iterator[ScriptedHTTP]:
+    srv = ScriptedHTTP()
+    yield srv
+    srv.close()
+
+
+class Rig:
+    def __init__(self, dns_port: int, web: ScriptedHTTP, max_body: int = 10 * 1024 * 1024,
+                 read_timeout: float = 5.0, blobs: object | None = None) -> None:
+        self.web = web
+        self.state = FakeCrawlState()
+        self.blobs = blobs or MemoryBlobStore()
+        self.resolver = Resolver("127.0.0.1", dns_port, 1.0, parse_networks("127.0.0.0/8"))
+        self.client = make_client(16)
+        self.http = HttpFetcher(self.client, self.resolver, DEFAULT_USER_AGENT, 1.0, read_timeout, 10.0)
+
+        async def fetch_robots(url: str) -> tuple[int | None, bytes | None]:
+            return await self.http.fetch_robots(url, 500 * 1024, 5)
+
+        self.robots = RobotsCache(self.state, fetch_robots, RobotsConfig())  # type: ignore[arg-type]
+        self.handler = FetcherHandler(self.http, self.robots, self.state, self.blobs,  # type: ignore[arg-type]
+                                      FetchPolicy(max_body_bytes=max_body))
+
+    def url(self, path: str, host: str = HOST) -> str:
+        return f"http://{host}:{self.web.port}{path}"
+
+    def allow_all(self, host: str = HOST) -> None:
+        asyncio.run(self.state.host_put_robots(host, 404, None, time.time(), None))
+
+    def request(self, path: str, host: str = HOST, **kw: object) -> FetchRequest:
+        url = self.url(path, host)
+        fields: dict[str, object] = {"lease_expires_at": time.time() + 60, **kw}
+        return FetchRequest(url=url, host=host, url_fp=url_fingerprint(url), lease_id="L1", **fields)  # type: ignore[arg-type]
+
+    def run(self, req: FetchRequest) -> FetchResult:
+        async def go() -> FetchResult:
+            rec = Record("t", 0, 0, req.host, b"")
+            outs = await self.handler.handle(rec, req)
+            await self.client.aclose()
+            assert len(outs) == 1 and outs[0].topic == FETCH_RESULTS and outs[0].key == req.host
+            res = outs[0].value
+            assert isinstance(res, FetchResult)
+            return res
+
+        # a fresh client per run: httpx clients are bound to the event loop that used them
+        self.client = self.http.client = make_client(16)
+        return asyncio.run(go())
+
+
+@pytest.fixture
+def rig(dns_server: TinyDNS, web: ScriptedHTTP) -> Rig:
+    return Rig(dns_server.port, web)
+
+
+def test_lease_expired_makes_no_request(rig: Rig) -> None:
+    res = rig.run(rig.request("/a", lease_expires_at=time.time() - 1))
+    assert res.outcome == "lease_expired"
+    assert rig.web.seen == []
+
+
+def test_first_request_fetches_robots_only_then_page(rig: Rig) -> None:
+    rig.web.routes["/robots.txt"] = Reply(200, b"User-agent: *\nDisallow: /private/\nCrawl-delay: 2\n")
+    rig.web.routes["/page"] = Reply(200, b"<html><title>x</title></html>",
+                                   {"Content-Type": "text/html; charset=utf-8", "ETag": '"v1"',
+                                    "Last-Modified": "Wed, 21 Oct 2015 07:28:00 GMT", "X-Robots-Tag": "noarchive"})
+    first = rig.run(rig.request("/page"))
+    assert first.outcome == "robots_fetched" and first.status == 200 and first.crawl_delay_s == 2.0
+    assert rig.web.pages() == []
+    assert rig.state.hosts[HOST].robots_status == 200 and rig.state.hosts[HOST].crawl_delay_s == 2.0
+
+    second = rig.run(rig.request("/page"))
+    assert second.outcome == "fetched" and second.status == 200
+    assert second.crawl_delay_s == 2.0
+    assert second.content_type == "text/html; charset=utf-8" and second.etag == '"v1"'
+    assert second.last_modified == "Wed, 21 Oct 2015 07:28:00 GMT" and second.x_robots_tag == "noarchive"
+    assert second.content_length == len(b"<html><title>x</title></html>") and not second.truncated
+    assert second.storage_key is not None and second.content_hash is not None
+    assert rig.blobs.get_page(second.storage_key) == b"<html><title>x</title></html>"  # type: ignore[attr-defined]
+    assert second.fetch_s > 0 and second.started_at > 0
+    seen = rig.web.seen[-1]
+    assert seen.headers["host"] == f"{HOST}:{rig.web.port}"
+    assert seen.headers["user-agent"] == DEFAULT_USER_AGENT
+    assert "gzip" in seen.headers["accept-encoding"]
+
+    third = rig.run(rig.request("/private/x"))
+    assert third.outcome == "robots_disallowed" and third.crawl_delay_s == 2.0
+    assert rig.web.pages() == ["/page"]
+    assert [s.path for s in rig.web.seen].count("/robots.txt") == 1
+
+
+def test_robots_reused_from_crawl_state_after_restart(dns_server: TinyDNS, web: ScriptedHTTP) -> None:
+    web.routes["/robots.txt"] = Reply(200, b"User-agent: streamcrawl\nDisallow: /no\n")
+    web.routes["/yes"] = Reply(200, b"ok")
+    a = Rig(dns_server.port, web)
+    assert a.run(a.request("/yes")).outcome == "robots_fetched"
+    b = Rig(dns_server.port, web)
+    b.state = a.state
+    b.robots.state = b.handler.state = a.state
+    assert b.run(b.request("/no")).outcome == "robots_disallowed"
+    assert b.run(b.request("/yes")).outcome == "fetched"
+    assert [s.path for s in web.seen].count("/robots.txt") == 1
+
+
+def test_robots_5xx_is_unavailable_and_no_page_request(rig: Rig) -> None:
+    rig.web.routes["/robots.txt"] = Reply(503, b"busy")
+    res = rig.run(rig.request("/page"))
+    assert res.outcome == "robots_unavailable" and res.status == 503
+    res2 = rig.run(rig.request("/page"))
+    assert res2.outcome == "robots_unavailable"
+    assert rig.web.pages() == [] and len(rig.web.seen) == 1
+
+
+def test_robots_redirect_is_followed(rig: Rig) -> None:
+    rig.web.routes["/robots.txt"] = Reply(301, b"", {"Location": "/real-robots.txt"})
+    rig.web.routes["/real-robots.txt"] = Reply(200, b"User-agent: *\nDisallow: /\n")
+    assert rig.run(rig.request("/page")).outcome == "robots_disallowed"
+    assert [s.path for s in rig.web.seen] == ["/robots.txt", "/real-robots.txt"]
+
+
+def test_robots_404_allows_everything(rig: Rig) -> None:
+    assert rig.run(rig.request("/page")).outcome == "robots_fetched"
+    rig.web.routes["/page"] = Reply(200, b"hi")
+    assert rig.run(rig.request("/page")).outcome == "fetched"
+
+
+def test_redirect_is_reported_not_followed(rig: Rig) -> None:
+    rig.allow_all()
+    rig.web.routes["/old"] = Reply(301, b"", {"Location": "../New/Place?utm_source=x#frag"})
+    res = rig.run(rig.request("/old"))
+    assert res.outcome == "redirect" and res.status == 301
+    assert res.redirect_to == f"http://{HOST}:{rig.web.port}/New/Place"
+    assert rig.web.pages() == ["/old"]
+
+
+def test_invalid_redirect_location_is_http_error(rig: Rig) -> None:
+    rig.allow_all()
+    rig.web.routes["/bad"] = Reply(302, b"", {"Location": "mailto:someone@example.com"})
+    res = rig.run(rig.request("/bad"))
+    assert res.outcome == "http_error" and res.status == 302 and res.error and "Location" in res.error
+
+
+def test_conditional_get_from_url_state(rig: Rig) -> None:
+    rig.allow_all()
+    req = rig.request("/cond")
+    rig.state.urls[(HOST, req.url_fp)] = UrlState(HOST, req.url_fp, req.url, etag='"abc"',
+                                                  last_modified="Wed, 21 Oct 2015 07:28:00 GMT")
+    rig.web.routes["/cond"] = lambda h: Reply(304) if h.get("if-none-match") == '"abc"' else Reply(200, b"new")
+    res = rig.run(req)
+    assert res.outcome == "not_modified" and res.status == 304
+    assert rig.web.seen[-1].headers["if-modified-since"] == "Wed, 21 Oct 2015 07:28:00 GMT"
+
+
+def test_conditional_get_from_request_fields(rig: Rig) -> None:
+    rig.allow_all()
+    rig.web.routes["/cond"] = lambda h: Reply(304) if h.get("if-none-match") == '"r"' else Reply(200, b"new")
+    res = rig.run(rig.request("/cond", etag='"r"'))
+    assert res.outcome == "not_modified" and res.etag == '"r"'
+
+
+def test_429_retry_after(rig: Rig) -> None:
+    rig.allow_all()
+    rig.web.routes["/slow-down"] = Reply(429, b"", {"Retry-After": "120"})
+    res = rig.run(rig.request("/slow-down"))
+    assert res.outcome == "http_error" and res.status == 429 and res.retry_after_s == 120.0
+
+
+def test_404_is_http_error_without_body_stored(rig: Rig) -> None:
+    rig.allow_all()
+    res = rig.run(rig.request("/missing"))
+    assert res.outcome == "http_error" and res.status == 404 and res.storage_key is None
+
+
+def test_body_cap_truncates(dns_server: TinyDNS, web: ScriptedHTTP) -> None:
+    rig = Rig(dns_server.port, web, max_body=1000)
+    rig.allow_all()
+    web.routes["/big"] = Reply(200, b"x" * 50_000, {"Content-Type": "text/plain"})
+    res = rig.run(rig.request("/big"))
+    assert res.outcome == "fetched" and res.truncated and res.content_length == 1000
+
+
+def test_gzip_body_is_decoded(rig: Rig) -> None:
+    rig.allow_all()
+    body = b"<p>hello</p>" * 100
+    rig.web.routes["/gz"] = Reply(200, gzip.compress(body), {"Content-Encoding": "gzip"})
+    res = rig.run(rig.request("/gz"))
+    assert res.outcome == "fetched" and res.content_length == len(body)
+    assert rig.blobs.get_page(res.storage_key) == body  # type: ignore[attr-defined,arg-type]
+
+
+def test_read_timeout_is_network_error(dns_server: TinyDNS, web: ScriptedHTTP) -> None:
+    rig = Rig(dns_server.port, web, read_timeout=0.3)
+    rig.allow_all()
+    web.routes["/slow"] = Reply(200, b"late", delay_s=1.0)
+    res = rig.run(rig.request("/slow"))
+    assert res.outcome == "network_error" and res.status is None and res.error
+
+
+def test_dns_nxdomain_and_servfail(rig: Rig, dns_server: TinyDNS) -> None:
+    res = rig.run(rig.request("/", host="nowhere.test"))
+    assert res.outcome == "dns_error" and "NXDOMAIN" in (res.error or "")
+    res = rig.run(rig.request("/", host="broken.test"))
+    assert res.outcome == "dns_error" and "SERVFAIL" in (res.error or "")
+    assert rig.web.seen == []
+
+
+def test_address_outside_allowed_networks_is_refused(rig: Rig) -> None:
+    res = rig.run(rig.request("/", host="far.test"))
+    assert res.outcome == "network_error" and "allowed_networks" in (res.error or "")
+    assert rig.web.seen == []
+
+
+def test_connection_refused_is_network_error(rig: Rig) -> None:
+    rig.allow_all("other.test")
+    req = FetchRequest(url="http://other.test:1/x", host="other.test", url_fp=1, lease_id="L",
+                       lease_expires_at=time.time() + 60)
+    assert rig.run(req).outcome == "network_error"
+
+
+def test_malformed_url_is_http_error(rig: Rig) -> None:
+    req = FetchRequest(url="ftp://site.test/x", host=HOST, url_fp=1, lease_id="L", lease_expires_at=time.time() + 60)
+    res = rig.run(req)
+    assert res.outcome == "http_error" and "malformed" in (res.error or "")
+
+
+class DownStore(MemoryBlobStore):
+    def put_page(self, body: bytes) -> tuple[str, str, bool]:
+        raise TransientError("s3 down")
+
+
+def test_blob_store_down_raises_transient(dns_server: TinyDNS, web: ScriptedHTTP) -> None:
+    rig = Rig(dns_server.port, web, blobs=DownStore())
+    rig.allow_all()
+    web.routes["/p"] = Reply(200, b"body")
+    with pytest.raises(TransientError):
+        rig.run(rig.request("/p"))

@@ -1,0 +1,131 @@
+"""Control plane on the real engines: seeds land on SEEDS keyed by host on partition_for(host, n);
+blocklist and overrides round-trip through Cassandra; stats and health read the real Kafka."""
+
+from __future__ import annotations
+
+import time
+import uuid
+import warnings
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from fastapi.testclient import TestClient
+
+from streamcrawl_contracts.messages import SeedMessage
+from streamcrawl_contracts.topics import SEEDS
+from streamcrawl_control.adapters import CassandraControlStore, KafkaSeedSink, KafkaStatsSource
+from streamcrawl_control.app import create_app
+from streamcrawl_core.partition import partition_for
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def sink(stack):
+    s = KafkaSeedSink(stack.kafka_bootstrap, flush_timeout_s=20.0)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def client(stack, cql, sink):
+    app = create_app(sink, CassandraControlStore(cql), KafkaStatsSource(stack.kafka_bootstrap, timeout_s=10.0))
+    return TestClient(app)
+
+
+def _end_offsets(consumer: Consumer) -> dict[int, int]:
+    return {p: consumer.get_watermark_offsets(TopicPartition(SEEDS.name, p), timeout=10)[1]
+            for p in range(SEEDS.partitions)}
+
+
+def test_seeds_land_on_the_java_compatible_partition(stack, client, unique):
+    consumer = Consumer({"bootstrap.servers": stack.kafka_bootstrap, "group.id": f"test-control-{unique}",
+                         "enable.auto.commit": False})
+    try:
+        before = _end_offsets(consumer)
+        hosts = [f"h{i}-{unique}.example" for i in range(12)]
+        r = client.post("/seeds", json={"urls": [f"http://{h.upper()}/p?utm_source=x" for h in hosts],
+                                        "priority": 2})
+        assert r.status_code == 202, r.text
+        assert {a["host"] for a in r.json()["accepted"]} == set(hosts)
+        # Read from the offsets recorded before producing: only our records can be there or later.
+        consumer.assign([TopicPartition(SEEDS.name, p, off) for p, off in before.items()])
+        found: dict[str, tuple[int, SeedMessage]] = {}
+        deadline = time.monotonic() + 30
+        while len(found) < len(hosts) and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None or msg.error():
+                continue
+            key = (msg.key() or b"").decode()
+            if key in hosts:
+                found[key] = (msg.partition(), SeedMessage.model_validate_json(msg.value()))
+        assert set(found) == set(hosts)
+        for host, (partition, seed) in found.items():
+            assert partition == partition_for(host, SEEDS.partitions)
+            assert seed.url == f"http://{host}/p" and seed.priority == 2
+        # The API reports the same partition the broker chose.
+        assert {a["host"]: a["partition"] for a in r.json()["accepted"]} == {h: p for h, (p, _) in found.items()}
+    finally:
+        consumer.close()
+
+
+def test_blocklist_round_trip_in_cassandra(client, cql, unique):
+    pattern = f".blk-{unique}.example"
+    r = client.put("/blocklist", json={"patterns": [pattern.upper()], "reason": "integration"})
+    assert r.status_code == 200
+    row = cql.execute("SELECT pattern, reason, created_at FROM blocklist WHERE pattern = %s", (pattern,)).one()
+    assert row is not None and row.reason == "integration" and row.created_at is not None
+    assert pattern in [p["pattern"] for p in client.get("/blocklist").json()["patterns"]]
+    r = client.post("/seeds", json={"urls": [f"http://www.blk-{unique}.example/"]})
+    assert r.status_code == 422 and r.json()["rejected"][0]["reason"] == "blocklisted"
+    assert client.delete("/blocklist", params={"pattern": pattern}).status_code == 204
+    assert cql.execute("SELECT pattern FROM blocklist WHERE pattern = %s", (pattern,)).one() is None
+    assert client.delete("/blocklist", params={"pattern": pattern}).status_code == 404
+
+
+def test_override_round_trip_in_cassandra(client, cql, unique):
+    host = f"ovr-{unique}.example"
+    body = {"min_delay_s": 0.5, "delay_factor": 3.0, "page_budget": 77, "note": "integration"}
+    assert client.put(f"/hosts/{host}/override", json=body).status_code == 200
+    row = cql.execute("SELECT min_delay_s, delay_factor, page_budget, note FROM host_overrides WHERE host = %s",
+                      (host,)).one()
+    assert (row.min_delay_s, row.delay_factor, row.page_budget, row.note) == (0.5, 3.0, 77, "integration")
+    got = client.get(f"/hosts/{host}/override").json()
+    assert {k: got[k] for k in body} == body
+    assert client.get(f"/hosts/{host}").json()["override"]["page_budget"] == 77
+    assert client.delete(f"/hosts/{host}/override").status_code == 204
+    assert cql.execute("SELECT host FROM host_overrides WHERE host = %s", (host,)).one() is None
+
+
+def test_host_state_from_cassandra(client, cql, unique):
+    host = f"state-{unique}.example"
+    assert client.get(f"/hosts/{host}").status_code == 404
+    cql.execute("INSERT INTO host_state (host, robots_status, backoff_level, next_allowed_at) VALUES (%s, %s, %s, %s)",
+                (host, 200, 1, 1_900_000_000_000))
+    state = client.get(f"/hosts/{host}").json()["state"]
+    assert state["robots_status"] == 200 and state["backoff_level"] == 1
+    assert state["next_allowed_at"].startswith("2030-03-17T17:46:40")
+    cql.execute("DELETE FROM host_state WHERE host = %s", (host,))
+
+
+def test_stats_and_health_on_real_engines(stack, client, unique):
+    # A committed group with the prefix shows up with its lag.
+    group = f"streamcrawl-test-{uuid.uuid4().hex[:8]}"
+    consumer = Consumer({"bootstrap.servers": stack.kafka_bootstrap, "group.id": group})
+    try:
+        consumer.commit(offsets=[TopicPartition(SEEDS.name, 0, 0)], asynchronous=False)
+    finally:
+        consumer.close()
+    body = client.get("/stats").json()
+    assert body["errors"] == {}, body["errors"]
+    assert set(body["kafka"]["topics"]) >= {SEEDS.name, "page_fetched"}
+    lag = body["kafka"]["consumer_groups"][group]["lag"]
+    assert SEEDS.name in lag and lag[SEEDS.name] >= 0
+    AdminClient({"bootstrap.servers": stack.kafka_bootstrap}).delete_consumer_groups([group])[group].result(10)
+    assert set(body["cassandra"]) == {"frontier_queue", "blocklist", "host_overrides"}
+    h = client.get("/healthz")
+    assert h.status_code == 200 and h.json()["checks"] == {"kafka": "ok", "cassandra": "ok"}

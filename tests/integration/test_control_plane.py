@@ -125,7 +125,8 @@ def test_stats_and_health_on_real_engines(stack, client, unique):
     assert set(body["kafka"]["topics"]) >= {SEEDS.name, "page_fetched"}
     lag = body["kafka"]["consumer_groups"][group]["lag"]
     assert SEEDS.name in lag and lag[SEEDS.name] >= 0
-    AdminClient({"bootstrap.servers": stack.kafka_bootstrap}).delete_consumer_groups([group])[group].result(10)
+    admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})  # kept alive until the result arrives
+    admin.delete_consumer_groups([group], request_timeout=10)[group].result(timeout=15)
     assert set(body["cassandra"]) == {"frontier_queue", "blocklist", "host_overrides"}
     h = client.get("/healthz")
     assert h.status_code == 200 and h.json()["checks"] == {"kafka": "ok", "cassandra": "ok"}

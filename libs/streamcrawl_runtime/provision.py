@@ -1,0 +1,74 @@
+"""One-shot provisioning of the engines, for deployments: Kafka topics from the registry, the Cassandra
+schema from schemas/cql, and the S3 bucket. Idempotent, so it can run on every install or upgrade.
+
+    python -m streamcrawl_runtime.provision
+
+Settings come from the STREAMCRAWL_* environment (StackSettings). Exits 1 with one JSON log line naming
+the engine that failed. The local stack does the same through `python stack/stackctl.py provision`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from streamcrawl_runtime.bootstrap import (
+    DEFAULT_MIGRATIONS_DIR,
+    ProvisionError,
+    apply_migrations,
+    ensure_bucket,
+    ensure_topics,
+)
+from streamcrawl_runtime.connect import cassandra_session, minio_client
+from streamcrawl_runtime.logs import setup_logging
+from streamcrawl_runtime.settings import StackSettings
+
+log = logging.getLogger("streamcrawl.provision")
+
+
+class ProvisionSettings(StackSettings):
+    """Engine endpoints plus where the CQL migrations are. The default is schemas/cql of a source
+    checkout; an installed (non-editable) package must point STREAMCRAWL_MIGRATIONS_DIR at a copy."""
+
+    migrations_dir: Path = DEFAULT_MIGRATIONS_DIR
+
+
+def provision(settings: ProvisionSettings) -> dict[str, object]:
+    """Create missing topics, apply pending migrations, create the bucket; returns what was done.
+    Raises whatever the failing engine raised, with the engine named in the log."""
+    if not any(settings.migrations_dir.glob("*.cql")):
+        raise ProvisionError(f"cassandra: no NNNN_name.cql migrations in {settings.migrations_dir}")
+    step = "kafka"
+    try:
+        topics = ensure_topics(settings.kafka_bootstrap)
+        step = "cassandra"
+        session = cassandra_session(settings, connect_timeout=10.0)
+        try:
+            migrations = apply_migrations(session, settings.cassandra_keyspace, settings.cassandra_replication,
+                                          settings.migrations_dir)
+        finally:
+            session.cluster.shutdown()
+        step = "s3"
+        bucket_created = ensure_bucket(minio_client(settings), settings.s3_bucket)
+    except Exception:
+        log.exception("provisioning failed", extra={"engine": step})
+        raise
+    return {"topics_created": topics, "migrations_applied": migrations, "bucket_created": bucket_created}
+
+
+def main() -> int:
+    setup_logging("provision")
+    try:
+        done = provision(ProvisionSettings())
+    except ProvisionError as exc:
+        log.error("provisioning failed", extra={"error": str(exc)})
+        return 1
+    except Exception:
+        return 1  # already logged with the engine and traceback
+    log.info("provisioned", extra=done)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

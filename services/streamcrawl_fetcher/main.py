@@ -50,9 +50,10 @@ def build_handler(settings: FetcherSettings, state: CassandraCrawlState | None =
 
 
 def loop_config(settings: FetcherSettings) -> LoopConfig:
-    return LoopConfig(service="fetcher", group_id=settings.group_id,
+    return LoopConfig(service="fetcher", group_id=settings.fetcher_group_id,
                       subscriptions={FETCH_REQUESTS.name: FetchRequest}, bootstrap=settings.kafka_bootstrap,
-                      max_in_flight=settings.max_in_flight, resume_below=settings.max_in_flight // 2)
+                      max_in_flight=settings.fetcher_max_in_flight,
+                      resume_below=settings.fetcher_max_in_flight // 2)
 
 
 async def _run(settings: FetcherSettings) -> None:
@@ -66,12 +67,12 @@ async def _run(settings: FetcherSettings) -> None:
 def main() -> None:
     settings = FetcherSettings()
     setup_logging("fetcher", settings.log_level)
-    if settings.metrics_port:
+    if settings.fetcher_metrics_port:
         try:
-            start_http_server(settings.metrics_port, addr="127.0.0.1")
+            start_http_server(settings.fetcher_metrics_port, addr="127.0.0.1")
         except OSError as exc:  # another service on this machine holds the port: run without metrics
             log.warning("metrics endpoint unavailable",
-                        extra={"port": settings.metrics_port, "error": str(exc)})
+                        extra={"port": settings.fetcher_metrics_port, "error": str(exc)})
     log.info("starting", extra={"dns": f"{settings.dns_server}:{settings.dns_port}",
                                 "allowed_networks": settings.allowed_networks or "any"})
     asyncio.run(_run(settings))

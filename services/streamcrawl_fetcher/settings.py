@@ -8,10 +8,11 @@ DEFAULT_USER_AGENT = "streamcrawl/0.1 (+https://github.com/streamcrawl/streamcra
 
 
 class FetcherSettings(StackSettings):
-    group_id: str = "streamcrawl-fetcher"
+    # Service-specific names (fetcher_*) so one shared environment can configure every service.
+    fetcher_group_id: str = "streamcrawl-fetcher"
     log_level: str = "INFO"
-    metrics_port: int = 9102  # 0 disables the Prometheus endpoint
-    max_in_flight: int = 200
+    fetcher_metrics_port: int = 9102  # 0 disables the Prometheus endpoint
+    fetcher_max_in_flight: int = 200
 
     user_agent: str = DEFAULT_USER_AGENT
     connect_timeout_s: float = 5.0

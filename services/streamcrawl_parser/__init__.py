@@ -1,0 +1,1 @@
+"""Parser service: fetched HTML in, ParsedPage out (links, canonical, robots meta, title, text SimHash)."""

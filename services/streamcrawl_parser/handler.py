@@ -1,0 +1,95 @@
+"""FetchResult (outcome "fetched") → ParsedPage: read the body from the blob store, parse, fingerprint.
+
+Non-HTML bodies (PDF, images, text/plain…) still produce a ParsedPage, with no links, title or SimHash,
+so that dedup records the fetch and its content hash. Every other outcome is ignored (no output).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from prometheus_client import Counter, Histogram
+from streamcrawl_contracts.messages import Envelope, FetchResult, ParsedPage
+from streamcrawl_contracts.topics import PARSED
+from streamcrawl_core.simhash import simhash, to_signed64
+from streamcrawl_runtime.blobstore import BlobStore
+from streamcrawl_runtime.errors import PoisonMessage
+from streamcrawl_runtime.kafka_loop import Output, Record
+
+from streamcrawl_parser.parse import ParseOutcome, is_html, parse_html
+
+log = logging.getLogger("streamcrawl.parser")
+
+PAGES = Counter("streamcrawl_parser_pages", "Fetch results seen by the parser", ["result"])
+LINKS = Counter("streamcrawl_parser_links", "Out-links emitted")
+LINKS_DROPPED = Counter("streamcrawl_parser_links_dropped", "Links not emitted, by reason", ["reason"])
+PARSE_SECONDS = Histogram("streamcrawl_parser_parse_seconds", "Parse time per page",
+                          buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5))
+BODY_BYTES = Counter("streamcrawl_parser_body_bytes", "Body bytes parsed")
+
+
+def build_page(result: FetchResult, body: bytes, max_links: int = 1000,
+               simhash_max_chars: int = 2_000_000) -> tuple[ParsedPage, ParseOutcome]:
+    """The ParsedPage for a fetched body, and the parse details for metrics (pure; CPU-bound: run it in a
+    worker thread)."""
+    assert result.content_hash is not None and result.storage_key is not None
+    html = is_html(result.content_type)
+    if html:
+        outcome = parse_html(body, result.url, result.content_type, result.x_robots_tag, max_links)
+    else:
+        outcome = ParseOutcome()
+    text = outcome.text[:simhash_max_chars]
+    fp = to_signed64(simhash(text)) if text.strip() else None  # no text: no near-duplicate signal
+    return ParsedPage(
+        url=result.url, host=result.host, url_fp=result.url_fp, depth=result.depth, kind=result.kind,
+        fetched_at=datetime.fromtimestamp(result.started_at, UTC), http_status=result.status or 200,
+        content_type=result.content_type, content_hash=result.content_hash, storage_key=result.storage_key,
+        simhash=fp, title=outcome.title, canonical_url=outcome.canonical_url, out_links=outcome.out_links,
+        noindex=outcome.noindex, nofollow=outcome.nofollow, charset=outcome.charset if html else None,
+        text_length=len(outcome.text), etag=result.etag, last_modified=result.last_modified,
+    ), outcome
+
+
+class ParserHandler:
+    def __init__(self, blobs: BlobStore, max_links: int = 1000, simhash_max_chars: int = 2_000_000) -> None:
+        self.blobs = blobs
+        self.max_links = max_links
+        self.simhash_max_chars = simhash_max_chars
+
+    async def on_assign(self, partitions: list[int]) -> None:
+        return None
+
+    async def on_revoke(self, partitions: list[int]) -> None:
+        return None
+
+    async def tick(self, now: float) -> Sequence[Output]:
+        return ()
+
+    async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
+        if not isinstance(message, FetchResult):
+            return ()
+        if message.outcome != "fetched" or message.storage_key is None or message.content_hash is None:
+            PAGES.labels("skipped").inc()
+            return ()
+        try:
+            # S3 outages surface as TransientError (retried by the loop); a missing object cannot heal.
+            body = await asyncio.to_thread(self.blobs.get_page, message.storage_key)
+        except KeyError as exc:
+            raise PoisonMessage(f"body {message.storage_key} not in the blob store") from exc
+        t0 = time.perf_counter()
+        page, outcome = await asyncio.to_thread(build_page, message, body, self.max_links,
+                                                self.simhash_max_chars)
+        PARSE_SECONDS.observe(time.perf_counter() - t0)
+        BODY_BYTES.inc(len(body))
+        PAGES.labels("html" if is_html(message.content_type) else "non_html").inc()
+        LINKS.inc(len(page.out_links))
+        for reason, n in outcome.links_dropped.items():
+            LINKS_DROPPED.labels(reason).inc(n)
+        if outcome.links_capped:
+            LINKS_DROPPED.labels("cap").inc(outcome.links_capped)
+        log.debug("parsed", extra={"url": page.url, "links": len(page.out_links), "noindex": page.noindex})
+        return [Output(PARSED, message.host, page)]

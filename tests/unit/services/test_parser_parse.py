@@ -1,0 +1,123 @@
+"""parse.py: charset detection, links, base/canonical, robots directives, visible text, hostile input."""
+
+from __future__ import annotations
+
+import pytest
+from streamcrawl_parser.parse import decode_body, is_html, parse_html, robots_directives
+
+URL = "http://site.test/dir/page.html"
+
+
+def test_links_resolved_normalized_deduped_and_filtered() -> None:
+    html = b"""<html><head>
+      <link rel="stylesheet" href="/s.css"><link rel="icon" href="/f.ico">
+      <link rel="next" href="page2.html"><link rel="alternate" hreflang="de" href="/de/">
+      <link rel="canonical" href="/dir/Canonical.html?utm_source=x">
+    </head><body>
+      <a href="a.html">A</a> <a href="./a.html#frag">A again</a> <a href="HTTP://SITE.test:80/x?b=2&a=1">x</a>
+      <a href="mailto:me@site.test">mail</a> <a href="javascript:void(0)">js</a> <a href="http://[bad/">bad</a>
+      <a href="page.html">self</a> <a rel="nofollow" href="/sponsored">ad</a> <area href="/map">
+      <a>no href</a>
+    </body></html>"""
+    out = parse_html(html, URL, "text/html")
+    assert out.out_links == ["http://site.test/dir/page2.html", "http://site.test/de/",
+                             "http://site.test/dir/a.html", "http://site.test/x?a=1&b=2", "http://site.test/map"]
+    assert out.canonical_url == "http://site.test/dir/Canonical.html"
+    assert out.links_dropped.get("scheme") == 2 and out.links_dropped.get("rel_nofollow") == 1
+    assert sum(out.links_dropped.values()) == 4
+
+
+def test_base_href_is_honoured() -> None:
+    html = b'<html><head><base href="http://other.test/root/"></head><body><a href="x">x</a></body></html>'
+    assert parse_html(html, URL).out_links == ["http://other.test/root/x"]
+
+
+def test_link_cap() -> None:
+    html = ("<html><body>" + "".join(f'<a href="/p{i}">p</a>' for i in range(50)) + "</body></html>").encode()
+    out = parse_html(html, URL, max_links=10)
+    assert len(out.out_links) == 10 and out.links_capped == 40
+
+
+@pytest.mark.parametrize(("meta", "header", "noindex", "nofollow"), [
+    ('<meta name="robots" content="noindex">', None, True, False),
+    ('<meta name="ROBOTS" content="NOFOLLOW, noarchive">', None, False, True),
+    ('<meta name="robots" content="none">', None, True, True),
+    ('<meta name="streamcrawl" content="nofollow">', None, False, True),
+    ('<meta name="googlebot" content="noindex, nofollow">', None, False, False),
+    ("", "noindex", True, False),
+    ("", "googlebot: nofollow", False, False),
+    ("", "streamcrawl: nofollow", False, True),
+    ("", "unavailable_after: 25 Jun 2010 15:00:00 PST", False, False),
+])
+def test_robots_directives(meta: str, header: str | None, noindex: bool, nofollow: bool) -> None:
+    html = f'<html><head>{meta}</head><body><a href="/x">x</a></body></html>'.encode()
+    out = parse_html(html, URL, "text/html", header)
+    assert (out.noindex, out.nofollow) == (noindex, nofollow)
+    assert out.out_links == ([] if nofollow else ["http://site.test/x"])
+
+
+def test_robots_directives_helper() -> None:
+    assert robots_directives(["all"]) == (False, False)
+    assert robots_directives(["noindex, nofollow"]) == (True, True)
+
+
+def test_title_and_visible_text() -> None:
+    html = b"""<html><head><title>  The
+      Title </title><style>p{color:red}</style><script>var hidden = 1;</script></head>
+      <body><p>Hello <b>world</b></p><noscript>no js</noscript><template>tpl</template>
+      <!-- a comment --><script>alert(1)</script>tail text</body></html>"""
+    out = parse_html(html, URL)
+    assert out.title == "The Title"
+    assert out.text == "Hello world tail text"
+
+
+@pytest.mark.parametrize(("body", "ctype", "expected"), [
+    ("café".encode("latin-1"), "text/html; charset=ISO-8859-1", "cp1252"),
+    ('<meta charset="windows-1251"><p>Привет</p>'.encode("cp1251"), "text/html", "cp1251"),
+    ('<meta http-equiv="Content-Type" content="text/html; charset=shift_jis"><p>日本語</p>'.encode("shift_jis"),
+     "text/html", "shift_jis"),
+    ("\ufeffhello".encode(), "text/html; charset=latin-1", "utf-8"),  # BOM wins over the header
+    (b"plain ascii", "text/html; charset=bogus-charset", None),
+])
+def test_charset_detection(body: bytes, ctype: str, expected: str | None) -> None:
+    text, enc = decode_body(body, ctype)
+    if expected is not None:
+        assert enc == expected
+    assert isinstance(text, str)
+
+
+def test_charset_sniffed_without_declaration() -> None:
+    body = ("<html><body><p>" + "Съешь же ещё этих мягких французских булок, да выпей чаю. " * 20
+            + "</p></body></html>").encode("cp1251")
+    out = parse_html(body, URL, "text/html")
+    assert "французских" in out.text
+
+
+def test_xml_declaration_and_xhtml() -> None:
+    body = (b'<?xml version="1.0" encoding="UTF-8"?><html xmlns="http://www.w3.org/1999/xhtml">'
+            b'<body><a href="/q">q</a></body></html>')
+    assert parse_html(body, URL, "application/xhtml+xml").out_links == ["http://site.test/q"]
+    assert is_html("application/xhtml+xml; charset=utf-8") and not is_html("application/pdf") and not is_html(None)
+
+
+@pytest.mark.parametrize("body", [
+    b"",
+    b"   \n\t ",
+    b"\x00" * 1000,
+    bytes(range(256)) * 200,
+    b"<div>" * 100_000 + b"deep" + b"</div>" * 100_000,
+    b'<a href="' + b"x" * 2_000_000 + b'">huge</a><a href="/ok">ok</a>',
+    b"<html><body><a href=",
+    b"<<<>>><a href='/\x00x'>n</a>\xff\xfe\xfd",
+    b"\xef\xbb\xbf",
+])
+def test_hostile_bodies_give_a_defined_result(body: bytes) -> None:
+    out = parse_html(body, URL, "text/html")
+    assert isinstance(out.out_links, list) and isinstance(out.text, str)
+    assert all(link.startswith("http") for link in out.out_links)
+
+
+def test_huge_attribute_is_dropped_but_others_kept() -> None:
+    body = b'<a href="/' + b"x" * 20_000 + b'">huge</a><a href="/ok">ok</a>'
+    out = parse_html(body, URL)
+    assert out.out_links == ["http://site.test/ok"] and out.links_dropped == {"too_long": 1}

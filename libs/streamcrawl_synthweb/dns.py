@@ -75,9 +75,7 @@ class SynthDNS:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         # UDP first: with port=0 the kernel picks a port, and TCP then takes the same number.
-        transport, _ = await loop.create_datagram_endpoint(
-            lambda: _Udp(self), local_addr=(self.host, self.port)
-        )
+        transport, _ = await loop.create_datagram_endpoint(lambda: _Udp(self), local_addr=(self.host, self.port))
         self._udp = transport
         self.port = int(transport.get_extra_info("sockname")[1])
         self._tcp = await asyncio.start_server(self._serve_tcp, self.host, self.port, reuse_address=True)
@@ -132,9 +130,7 @@ class SynthDNS:
                 response.set_rcode(dns.rcode.NXDOMAIN)
             if in_zone and not response.answer:
                 response.authority.append(self._soa)
-        elif (
-            question.rdtype in (dns.rdatatype.A, dns.rdatatype.ANY) and question.rdclass == dns.rdataclass.IN
-        ):
+        elif question.rdtype in (dns.rdatatype.A, dns.rdatatype.ANY) and question.rdclass == dns.rdataclass.IN:
             response.answer.append(dns.rrset.from_text(question.name, self.ttl, "IN", "A", host.ip))
         else:
             response.authority.append(self._soa)  # NODATA

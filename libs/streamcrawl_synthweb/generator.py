@@ -187,9 +187,7 @@ def _add_directives(pages: dict[str, Page], key: int) -> None:
         Page("/base/index.html", body_key=key + 2, base="/p/", links=(Link("1.html"), Link("2.html"))),
         Page("/noindex.html", body_key=key + 3, meta_robots="noindex", links=(Link("/p/2.html"),)),
         Page("/nofollow.html", body_key=key + 4, meta_robots="nofollow", links=(Link("/hidden/1.html"),)),
-        Page(
-            "/xrobots.html", body_key=key + 5, x_robots="noindex, nofollow", links=(Link("/hidden/2.html"),)
-        ),
+        Page("/xrobots.html", body_key=key + 5, x_robots="noindex, nofollow", links=(Link("/hidden/2.html"),)),
     )
     # Only linked from nofollow pages: a polite crawler never discovers them.
     _add(
@@ -200,9 +198,7 @@ def _add_directives(pages: dict[str, Page], key: int) -> None:
     )
 
 
-def generate(
-    n_hosts: int, seed: int, profile: Profile | str = "default", port: int = DEFAULT_HTTP_PORT
-) -> SynthWeb:
+def generate(n_hosts: int, seed: int, profile: Profile | str = "default", port: int = DEFAULT_HTTP_PORT) -> SynthWeb:
     """Build the synthetic web. ``profile`` is a ``Profile`` or a name in ``PROFILES``."""
     if n_hosts < 1:
         raise ValueError("n_hosts must be >= 1")

@@ -73,7 +73,7 @@ _CHARSET_TEXT = {
     "iso-8859-1": "Café crème à Zürich, naïve façade, Ærøskøbing.",
     "shift_jis": "日本語のページです。東京の天気は晴れ。",
     "windows-1251": "Привет, мир. Москва и Санкт-Петербург.",
-    "utf-8": "Ünïcödé text without any declared charset: ✓ ñ ß €.",
+    "utf-8": "Ünïcödé text, encoding not declared: ✓ ñ ß €.",
 }
 _CHARSET_LABEL = {"iso-8859-1": "ISO-8859-1", "shift_jis": "Shift_JIS", "windows-1251": "windows-1251"}
 _ADS = ("Buy more streams today!", "Subscribe for daily crawl tips.")
@@ -256,6 +256,4 @@ def _png(key: int) -> bytes:
     r, g, b = (key * 37) % 256, (key * 91) % 256, (key * 53) % 256
     raw = b"".join(b"\x00" + bytes((r, g, b)) * 8 for _ in range(8))
     ihdr = struct.pack(">IIBBBBB", 8, 8, 8, 2, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
-    )
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")

@@ -102,11 +102,12 @@ class SynthServer:
         self.start_time = time.time()
         self._hits: dict[str, int] = {}  # host -> non-robots requests seen (for 429s)
         self._servers: list[asyncio.Server] = []
-        self._low = web.Server(self._handle, access_log=None)
+        self._low: web.Server | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self.log.open()
+        self._low = web.Server(self._handle, access_log=None)  # needs the running loop
         self.start_time = time.time()
         ips = [h.ip for h in self.web.hosts]
         # One create_server call with all addresses: numeric hosts skip getaddrinfo, so 2,000+
@@ -118,7 +119,8 @@ class SynthServer:
     async def stop(self) -> None:
         for server in self._servers:
             server.close()
-        await self._low.shutdown(timeout=1.0)
+        if self._low is not None:
+            await self._low.shutdown(timeout=1.0)
         for server in self._servers:
             await server.wait_closed()
         self._servers.clear()
@@ -199,7 +201,9 @@ class SynthServer:
         if host.kind == "trap_session":
             query = urlencode([(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != "sid"])
             sid = secrets.token_hex(8)
-        page = host.pages.get(path + (f"?{query}" if query else ""))
+        # Exact path+query first (some table pages differ only by query), then the bare path: like
+        # most real servers, unknown query parameters are ignored.
+        page = host.pages.get(path + (f"?{query}" if query else "")) or host.pages.get(path)
         if page is None:
             return self._dynamic(host, path)
         if page.kind == "redirect":
@@ -246,15 +250,11 @@ class SynthServer:
         return Reply(body=r.body, content_type=r.content_type, last_modified=_EPOCH_2026)
 
     # --- sending ------------------------------------------------------------------------------------
-    async def _send(
-        self, request: web.BaseRequest, reply: Reply, resp: web.StreamResponse, sent: list[int]
-    ) -> None:
+    async def _send(self, request: web.BaseRequest, reply: Reply, resp: web.StreamResponse, sent: list[int]) -> None:
         """Write ``reply`` into ``resp``; ``sent[0]`` counts body bytes as they go out."""
         resp.set_status(reply.status)
         resp.headers.update(reply.headers)
-        resp.content_type = reply.content_type.split(";")[0]
-        if "charset=" in reply.content_type:
-            resp.charset = reply.content_type.split("charset=", 1)[1].strip()
+        resp.headers["Content-Type"] = reply.content_type  # verbatim: aiohttp would lowercase the charset
         head = request.method == "HEAD"
         if reply.stream is not None:
             await resp.prepare(request)  # chunked: the size is not announced, like a real stream

@@ -1,0 +1,41 @@
+"""The streamcrawl-synthweb entrypoint: ready file, manifest, clean stop on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+
+from tests.unit.synthweb.conftest import free_port
+
+
+def test_cli_starts_writes_manifest_and_stops(tmp_path):
+    http_port, dns_port = free_port(), free_port()
+    ready, manifest, log = tmp_path / "ready", tmp_path / "manifest.json", tmp_path / "req.jsonl"
+    cmd = [
+        sys.executable, "-m", "streamcrawl_synthweb.main", "--hosts", "30", "--seed", "7",
+        "--profile", "fast", "--http-port", str(http_port), "--dns-port", str(dns_port),
+        "--log", str(log), "--manifest", str(manifest), "--ready-file", str(ready),
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 20
+        while not ready.exists() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        assert ready.exists()
+        doc = json.loads(manifest.read_text())
+        assert doc["http_port"] == http_port and doc["dns"]["port"] == dns_port
+        assert len(doc["hosts"]) == 30 and doc["seeds"][0] == f"http://h0001.synth.test:{http_port}/"
+        ip = doc["hosts"]["h0001.synth.test"]["ip"]
+        assert httpx.get(f"http://{ip}:{http_port}/", headers={"Host": "h0001.synth.test"}).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    assert not ready.exists()
+    assert '"msg": "ready"' in err.decode()
+    assert json.loads(log.read_text().splitlines()[0])["path"] == "/"

@@ -113,7 +113,7 @@ class _Host:
         "next_allowed",
         "override",
         "queues",
-        "slots",
+        "slot",
         "state",
     )
 
@@ -127,7 +127,9 @@ class _Host:
         self.override: HostOverride | None = None
         self.state = _IDLE
         self.epoch = 0
-        self.slots: list[tuple[int, int]] = []  # (kind, priority) buckets holding a live entry
+        # Per kind, the priority bucket holding this host's live entry, -1 if none. A 2-list
+        # rather than a list of pairs: this is on the hot path of every next().
+        self.slot = [-1, -1]
         self.inflight: tuple[int, _Entry] | None = None
 
 
@@ -199,20 +201,31 @@ class Frontier:
 
     def _slot(self, h: _Host) -> None:
         h.state = _READY
-        for k in (0, 1):
-            q = h.queues[k]
-            if q:
-                p = q[0][0]
-                self._buckets[k][p].append((h, h.epoch))
-                self._live[k][p] += 1
-                self._ready[k] += 1
-                h.slots.append((k, p))
+        q0, q1 = h.queues
+        slot, ready = h.slot, self._ready
+        if q0:
+            p = slot[0] = q0[0][0]
+            self._buckets[0][p].append((h, h.epoch))
+            self._live[0][p] += 1
+            ready[0] += 1
+        if q1:
+            p = slot[1] = q1[0][0]
+            self._buckets[1][p].append((h, h.epoch))
+            self._live[1][p] += 1
+            ready[1] += 1
 
     def _unslot(self, h: _Host) -> None:
-        for k, p in h.slots:
-            self._live[k][p] -= 1
-            self._ready[k] -= 1
-        h.slots.clear()
+        slot, ready = h.slot, self._ready
+        p = slot[0]
+        if p >= 0:
+            self._live[0][p] -= 1
+            ready[0] -= 1
+            slot[0] = -1
+        p = slot[1]
+        if p >= 0:
+            self._live[1][p] -= 1
+            ready[1] -= 1
+            slot[1] = -1
         h.epoch += 1  # makes every bucket entry of this host stale
 
     def _enqueue(self, h: _Host, k: int, entry: _Entry) -> None:
@@ -220,8 +233,8 @@ class Frontier:
         if h.state == _IDLE:
             self._schedule(h)
         elif h.state == _READY:
-            current = next((p for kk, p in h.slots if kk == k), None)
-            if current is None or entry[0] < current:
+            current = h.slot[k]
+            if current < 0 or entry[0] < current:
                 self._unslot(h)
                 self._slot(h)
 
@@ -275,10 +288,10 @@ class Frontier:
             if h.epoch == epoch and h.state == _WAITING:
                 self._slot(h)
         ready = self._ready
-        if ready[0] and ready[1]:
-            k = self._kinds.pick(ready)
-        elif ready[0] or ready[1]:
-            k = 0 if ready[0] else 1
+        if ready[0]:
+            k = self._kinds.pick(ready) if ready[1] else 0
+        elif ready[1]:
+            k = 1
         else:
             return None
         p = self._levels[k].pick(self._live[k])
@@ -313,11 +326,12 @@ class Frontier:
         """
         if not math.isfinite(now):
             raise ValueError(f"now must be finite, got {now!r}")
-        h = self._host(host)
+        h = self._hosts.get(host) or self._host(host)
         if crawl_delay_s is not None:
             h.crawl_delay = crawl_delay_s
         delay = required_delay(fetch_s, h.crawl_delay, self._pol, h.override)
-        if should_back_off(status):
+        # Fast path for the common 2xx-4xx answers; should_back_off is the rule of record.
+        if (status is None or status >= 500 or status == 429) and should_back_off(status):
             h.backoff_level = min(h.backoff_level + 1, self._cfg.max_backoff_level)
             delay = max(delay, backoff_delay(h.backoff_level, retry_after_s, self._rng.random(), self._pol))
         else:

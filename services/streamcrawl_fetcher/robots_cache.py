@@ -11,6 +11,7 @@ fetched from the scheme and port of the first URL seen for that host.
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
@@ -18,8 +19,12 @@ from prometheus_client import Counter
 from streamcrawl_core.robots import RobotsConfig, RobotsRules
 from streamcrawl_runtime.crawl_state import CrawlState
 
+log = logging.getLogger("streamcrawl.fetcher.robots")
+
 ROBOTS_LOOKUPS = Counter("streamcrawl_fetcher_robots_lookups", "robots.txt rule lookups by source",
                          ["source"])
+ROBOTS_PERSIST_FAILURES = Counter("streamcrawl_fetcher_robots_persist_failures",
+                                  "robots.txt rules that could not be written to host_state")
 ROBOTS_FETCHES = Counter("streamcrawl_fetcher_robots_fetches", "robots.txt fetches by resulting kind",
                          ["kind"])
 
@@ -67,8 +72,14 @@ class RobotsCache:
         self._remember(host, rules)
         if not rules.stale_fallback:
             # A fallback keeps the previous copy, which is already what host_state holds.
-            await self.state.host_put_robots(host, rules.status, rules.text or None, rules.fetched_at,
-                                             rules.crawl_delay())
+            try:
+                await self.state.host_put_robots(host, rules.status, rules.text or None, rules.fetched_at,
+                                                 rules.crawl_delay())
+            except Exception as exc:
+                # Not fatal: the rules are in memory. Failing would make the loop retry this lease, which
+                # would then find the rules cached and request the page: two requests in one lease.
+                ROBOTS_PERSIST_FAILURES.inc()
+                log.warning("robots not persisted", extra={"error": repr(exc)[:300]})
         return rules
 
     async def _load(self, host: str) -> RobotsRules | None:

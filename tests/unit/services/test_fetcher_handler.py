@@ -271,3 +271,14 @@ def test_blob_store_down_raises_transient(dns_server: TinyDNS, web: ScriptedHTTP
     web.routes["/p"] = Reply(200, b"body")
     with pytest.raises(TransientError):
         rig.run(rig.request("/p"))
+
+
+def test_robots_persist_failure_does_not_fail_the_lease(rig: Rig) -> None:
+    async def broken(*_a: object) -> None:
+        raise TransientError("cassandra down")
+
+    rig.state.host_put_robots = broken  # type: ignore[method-assign]
+    rig.web.routes["/robots.txt"] = Reply(200, b"User-agent: *\nAllow: /\n")
+    rig.web.routes["/p"] = Reply(200, b"ok")
+    assert rig.run(rig.request("/p")).outcome == "robots_fetched"
+    assert rig.run(rig.request("/p")).outcome == "fetched"  # rules kept in memory

@@ -1,0 +1,131 @@
+"""Fetcher → parser on the real engines: a FetchRequest on Kafka becomes FetchResults (robots first, then
+the page, body in S3, robots in Cassandra host_state) and a ParsedPage. HTTP and DNS are local fakes.
+
+Output topics are redirected to per-test topics, so the test neither replays nor pollutes the shared
+crawl topics."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from streamcrawl_contracts.messages import Envelope, FetchRequest, FetchResult, ParsedPage
+from streamcrawl_contracts.topics import Key, TopicSpec
+from streamcrawl_core.fingerprint import url_fingerprint
+from streamcrawl_fetcher.main import build_handler as build_fetcher
+from streamcrawl_fetcher.settings import FetcherSettings
+from streamcrawl_parser.handler import ParserHandler
+from streamcrawl_runtime.blobstore import S3BlobStore
+from streamcrawl_runtime.crawl_state import CassandraCrawlState
+from streamcrawl_runtime.kafka_loop import Handler, LoopConfig, Output, Record, RunLoop
+
+from tests.unit.services.fakes import Reply, ScriptedHTTP, TinyDNS
+
+pytestmark = pytest.mark.integration
+
+
+class Redirect:
+    """Wraps a handler and sends every output to one test topic instead of the shared one."""
+
+    def __init__(self, inner: Handler, to: TopicSpec) -> None:
+        self.inner, self.to = inner, to
+
+    async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
+        return [Output(self.to, o.key, o.value) for o in await self.inner.handle(record, message)]
+
+    async def on_assign(self, partitions: list[int]) -> None:
+        await self.inner.on_assign(partitions)
+
+    async def on_revoke(self, partitions: list[int]) -> None:
+        await self.inner.on_revoke(partitions)
+
+    async def tick(self, now: float) -> Sequence[Output]:
+        return [Output(self.to, o.key, o.value) for o in await self.inner.tick(now)]
+
+
+def _read(bootstrap: str, topic: str, want: int, timeout: float = 60.0) -> list[bytes]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}-{time.time()}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.time() + timeout
+    while len(got) < want and time.time() < deadline:
+        got.extend(m.value() for m in c.consume(100, 0.5) if m.error() is None)
+    c.close()
+    return got
+
+
+def test_fetch_request_to_parsed_page(stack, cql, s3, unique):
+    host = f"it-{unique}.test"
+    req_t, res_t, parsed_t = f"t-freq-{unique}", f"t-fres-{unique}", f"t-parsed-{unique}"
+    admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})
+    for f in admin.create_topics([NewTopic(t, num_partitions=2, replication_factor=1)
+                                  for t in (req_t, res_t, parsed_t)]).values():
+        f.result(30)
+    res_spec = TopicSpec(res_t, Key.HOST, 2, 3600_000, "test")
+    parsed_spec = TopicSpec(parsed_t, Key.HOST, 2, 3600_000, "test")
+
+    dns_srv = TinyDNS({host: "127.0.0.1"})
+    web = ScriptedHTTP()
+    web.routes["/robots.txt"] = Reply(200, b"User-agent: *\nCrawl-delay: 1\nDisallow: /private/\n")
+    page = f"<html><head><title>Hello {unique}</title></head><body><p>integration body text</p>" \
+           f'<a href="/next">n</a><a href="/private/x">p</a></body></html>'.encode()
+    web.routes["/page"] = Reply(200, page, {"Content-Type": "text/html; charset=utf-8", "ETag": '"p1"'})
+    url = f"http://{host}:{web.port}/page"
+
+    settings = FetcherSettings(dns_server="127.0.0.1", dns_port=dns_srv.port, allowed_networks="127.0.0.0/8")
+    blobs = S3BlobStore(s3, stack.s3_bucket)
+    state = CassandraCrawlState(cql)
+    fetcher = build_fetcher(settings, state=state, blobs=blobs)
+    fetch_loop = RunLoop(LoopConfig("fetcher-it", f"fetcher-{unique}", {req_t: FetchRequest},
+                                    stack.kafka_bootstrap, max_in_flight=16, resume_below=8),
+                         Redirect(fetcher, res_spec))
+    parse_loop = RunLoop(LoopConfig("parser-it", f"parser-{unique}", {res_t: FetchResult}, stack.kafka_bootstrap,
+                                    max_in_flight=8, resume_below=4),
+                         Redirect(ParserHandler(blobs), parsed_spec))
+
+    prod = Producer({"bootstrap.servers": stack.kafka_bootstrap, "partitioner": "murmur2_random"})
+    for lease in ("lease-1", "lease-2"):  # same key: handled in order, robots first, then the page
+        req = FetchRequest(url=url, host=host, url_fp=url_fingerprint(url), lease_id=lease,
+                           lease_expires_at=time.time() + 120)
+        prod.produce(req_t, key=host.encode(), value=req.model_dump_json().encode())
+    assert prod.flush(30) == 0
+
+    async def scenario() -> tuple[list[bytes], list[bytes]]:
+        runs = [asyncio.create_task(fetch_loop.run(install_signals=False)),
+                asyncio.create_task(parse_loop.run(install_signals=False))]
+        try:
+            parsed = await asyncio.to_thread(_read, stack.kafka_bootstrap, parsed_t, 1)
+            results = await asyncio.to_thread(_read, stack.kafka_bootstrap, res_t, 2)
+        finally:
+            fetch_loop.stop()
+            parse_loop.stop()
+            await asyncio.gather(*runs)
+            await fetcher.http.client.aclose()
+        return results, parsed
+
+    try:
+        results_raw, parsed_raw = asyncio.run(scenario())
+    finally:
+        web.close()
+        dns_srv.close()
+
+    results = sorted((FetchResult.model_validate_json(v) for v in results_raw), key=lambda r: r.lease_id)
+    assert [r.outcome for r in results] == ["robots_fetched", "fetched"]
+    assert all(r.crawl_delay_s == 1.0 for r in results)
+    fetched = results[1]
+    assert fetched.status == 200 and fetched.etag == '"p1"' and fetched.storage_key
+    assert blobs.get_page(fetched.storage_key) == page  # the body, read back from S3
+
+    (parsed,) = [ParsedPage.model_validate_json(v) for v in parsed_raw]
+    assert parsed.url == url and parsed.title == f"Hello {unique}"
+    assert parsed.out_links == [f"http://{host}:{web.port}/next", f"http://{host}:{web.port}/private/x"]
+    assert parsed.content_hash == fetched.content_hash and parsed.simhash is not None
+
+    hs = asyncio.run(state.host_get(host))
+    assert hs is not None and hs.robots_status == 200 and hs.crawl_delay_s == 1.0
+    assert [s.path for s in web.seen] == ["/robots.txt", "/page"]

@@ -66,13 +66,15 @@ def _utf8_clean(text: str) -> bool:
     return True
 
 
-def simhash(text: str, shingle: int = 3) -> int:
+def simhash(text: str, shingle: int = 3, *, ignore_numbers: bool = True) -> int:
     """Unsigned 64-bit SimHash of ``text``. Raises ``TypeError``/``ValueError`` on bad arguments."""
     if not isinstance(text, str):
         raise TypeError(f"simhash() needs str, not {type(text).__name__}")
     if isinstance(shingle, bool) or not isinstance(shingle, int) or shingle < 1:
         raise ValueError(f"shingle must be a positive int, got {shingle!r}")
     tokens = _TOKEN_RE.findall(text.lower())
+    if ignore_numbers:
+        tokens = [t for t in tokens if not t.isdigit()]
     if not tokens:
         return 0
     features = list(_features(tokens, shingle))

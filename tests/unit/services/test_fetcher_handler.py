@@ -12,7 +12,7 @@ from streamcrawl_contracts.messages import FetchRequest, FetchResult
 from streamcrawl_contracts.topics import FETCH_RESULTS
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.robots import RobotsConfig
-from streamcrawl_fetcher.dns import Resolver, parse_networks
+from streamcrawl_fetcher.dns import DnsError, Resolver, parse_networks
 from streamcrawl_fetcher.fetch import HttpFetcher, make_client
 from streamcrawl_fetcher.handler import FetcherHandler, FetchPolicy
 from streamcrawl_fetcher.robots_cache import RobotsCache
@@ -282,3 +282,18 @@ def test_robots_persist_failure_does_not_fail_the_lease(rig: Rig) -> None:
     rig.web.routes["/p"] = Reply(200, b"ok")
     assert rig.run(rig.request("/p")).outcome == "robots_fetched"
     assert rig.run(rig.request("/p")).outcome == "fetched"  # rules kept in memory
+
+
+def test_dns_positive_and_negative_answers_are_cached(dns_server: TinyDNS) -> None:
+    resolver = Resolver("127.0.0.1", dns_server.port, 1.0)
+
+    async def go() -> None:
+        for _ in range(3):
+            assert await resolver.resolve("other.test") == "127.0.0.1"
+            with pytest.raises(DnsError):
+                await resolver.resolve("gone.test")
+        assert await resolver.resolve("[::1]") == "::1"  # literals need no lookup
+
+    asyncio.run(go())
+    assert dns_server.queries.count("other.test") == 1
+    assert dns_server.queries.count("gone.test") == 1

@@ -103,19 +103,8 @@ class FrontierConfig:
 
 
 class _Host:
-    __slots__ = (
-        "backoff_level",
-        "crawl_delay",
-        "delayed",
-        "epoch",
-        "inflight",
-        "name",
-        "next_allowed",
-        "override",
-        "queues",
-        "slot",
-        "state",
-    )
+    __slots__ = ("backoff_level", "crawl_delay", "delayed", "epoch", "inflight", "name", "next_allowed",
+                 "override", "queues", "slot", "state")
 
     def __init__(self, name: str) -> None:
         self.name = name

@@ -283,6 +283,32 @@ class TestBackoffAndRecovery:
         with pytest.raises(ValueError):
             f.done("a", math.nan, 0.0, 200)
 
+    def test_late_done_on_ready_host_moves_it_back_to_waiting(self) -> None:
+        f = Frontier()
+        for h in "ab":
+            f.add(f"http://{h}/1", h)
+        first = f.next(T)  # a leased, b READY
+        assert first is not None and first.host == "a"
+        assert f.done("b", T, 0.0, 503) >= T + 4.5  # a stray report for b: b must wait now
+        assert f.next(T + 1) is None
+        wake = f.next_wakeup()
+        assert wake is not None and wake >= T + 4.5
+
+    def test_wakeup_skips_stale_timer_entries(self) -> None:
+        f = Frontier()
+        f.add("http://a/1", "a")  # timer entry at 0.0
+        f.restore_host("a", T + 500, 0)  # that entry is now stale
+        assert f.next_wakeup() == T + 500
+
+    def test_release_respects_override_min_delay(self) -> None:
+        f = Frontier()
+        f.set_host_params("a", override=HostOverride(min_delay_s=0.25))
+        f.add("http://a/1", "a")
+        f.next(T)
+        assert f.release("a", "http://a/1", T + 60)
+        assert f.next(T + 60.2) is None
+        assert f.next(T + 60.25) is not None
+
     def test_config_validation(self) -> None:
         for kwargs in (
             {"num_priorities": 0},

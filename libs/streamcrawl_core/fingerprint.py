@@ -139,6 +139,11 @@ def registered_domain(host: str, *, include_private: bool = False) -> str:
     """
     if not isinstance(host, str):
         raise TypeError(f"registered_domain() needs str, not {type(host).__name__}")
+    return _registered_domain(host, include_private)
+
+
+@functools.lru_cache(maxsize=65536)  # hosts repeat heavily in a crawl; the PSL walk is the slow part
+def _registered_domain(host: str, include_private: bool) -> str:
     h = _clean_host(host)
     if not h or _is_ip(h):
         return h

@@ -149,3 +149,26 @@ class TestRetryAfter:
     def test_never_raises(self, header: str) -> None:
         result = parse_retry_after(header, self.NOW)
         assert result is None or result >= 0
+
+
+@pytest.mark.parametrize("module", ["robots", "traps", "politeness", "recrawl", "frontier"])
+def test_part_b_modules_import_no_io_library(module: str) -> None:
+    """The core library is pure: no network/storage clients, no clock, no sleeping."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec(f"streamcrawl_core.{module}")
+    assert spec is not None and spec.origin is not None
+    with open(spec.origin, encoding="utf-8") as fh:
+        tree = ast.parse(fh.read())
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            imported.add(node.module.split(".")[0])
+    forbidden = {"socket", "http", "urllib3", "requests", "httpx", "aiohttp", "asyncio", "time", "kafka",
+                 "confluent_kafka", "aiokafka", "cassandra", "boto3", "botocore", "aiobotocore", "ssl"}
+    assert not imported & forbidden
+    assert imported <= {"__future__", "collections", "dataclasses", "datetime", "email", "hashlib",
+                        "heapq", "math", "random", "re", "typing", "urllib", "protego", "streamcrawl_core"}

@@ -8,13 +8,13 @@ Structure (all in memory, pure; the service persists state and rebuilds with ``r
 * **Timer heap** of ``(next_allowed_at, host, epoch)``. Entries are invalidated lazily: every state
   change bumps the host's ``epoch`` and stale entries are skipped when popped.
 * **Front queues** -- ``F`` priority levels (0 = highest) per kind. A READY host sits in the FIFO
-  bucket ``[kind][priority of its best URL of that kind]``. A *stride scheduler* over the non-empty
-  levels gives level ``p`` a share proportional to its weight (default ``F - p``): strongly biased,
-  yet every non-empty level is served within a bounded number of picks (no starvation). A level
-  that was empty re-enters at the current virtual time, so it cannot "bank" credit and burst.
-* **Discovery/refresh split** -- the same stride scheduler over the two kinds (default 30/70), so a
+  bucket ``[kind][priority of its best URL of that kind]``. A *smooth weighted round robin* cycle
+  over the levels (level ``p`` appears ``weight[p]`` times, default ``F - p``) skips empty levels:
+  strongly biased, yet every non-empty level is served at least once per cycle of ``sum(weights)``
+  picks (no starvation), and an empty level banks no credit, so it cannot burst on return.
+* **Discovery/refresh split** -- *stride scheduling* over the two kinds (default 30/70), so a
   flood of new links cannot starve recrawls and vice versa; a kind with nothing ready cedes its
-  share to the other.
+  share to the other and re-enters at the current virtual time (again no banked credit).
 * **URLs with ``not_before`` in the future** wait in a separate heap and join their host's queue
   when due.
 
@@ -23,8 +23,9 @@ which has no fetch in flight; it leases the host until ``done`` or ``release``. 
 non-decreasing across calls (the due-check for ``not_before`` relies on the latest ``now`` seen).
 
 Complexity (B hosts, U queued URLs, F levels, a constant): ``add`` O(log U); ``next`` amortised
-O(log B + log U + F) -- each host moves timer heap -> bucket once per lease with one heap pop and
-the selector scans F levels; ``done``/``release`` O(log B + log U). No operation scans hosts.
+O(log B + log U + W) -- each host moves timer heap -> bucket once per lease with one heap pop; the
+level cursor usually takes one step, at most W = sum(weights) (55 by default) when only
+low-weight levels are non-empty; ``done``/``release`` O(log B + log U). No operation scans hosts.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ _KINDS: tuple[Kind, Kind] = ("discovery", "refresh")
 _KIND_INDEX: dict[str, int] = {"discovery": 0, "refresh": 1}
 
 _IDLE, _WAITING, _READY, _IN_FLIGHT = 0, 1, 2, 3
+_MAX_CYCLE = 10_000  # bound on sum(priority_weights): the selector's cycle length
 
 # (priority, seq, url, enqueued_at, not_before): seq keeps FIFO order within a priority.
 _Entry = tuple[int, int, str, float, float]
@@ -78,8 +80,8 @@ class HostSnapshot(NamedTuple):
 @dataclass(frozen=True)
 class FrontierConfig:
     num_priorities: int = 10
-    # Stride weights per level; None = F - p (level 0 gets F times the share of the last level).
-    priority_weights: tuple[float, ...] | None = None
+    # Integer weight per level; None = F - p (level 0 gets F times the share of the last level).
+    priority_weights: tuple[int, ...] | None = None
     discovery_share: float = 0.3
     politeness: PolitenessConfig = field(default_factory=PolitenessConfig)
     max_backoff_level: int = 32
@@ -89,17 +91,21 @@ class FrontierConfig:
         if self.num_priorities < 1:
             raise ValueError("num_priorities must be >= 1")
         weights = self.weights()
-        if len(weights) != self.num_priorities or not all(math.isfinite(w) and w > 0 for w in weights):
-            raise ValueError("priority_weights must be num_priorities finite numbers > 0")
+        if (
+            len(weights) != self.num_priorities
+            or not all(isinstance(w, int) and w > 0 for w in weights)
+            or sum(weights) > _MAX_CYCLE
+        ):
+            raise ValueError(f"priority_weights must be num_priorities ints > 0 summing to <= {_MAX_CYCLE}")
         if not 0.0 < self.discovery_share < 1.0:
             raise ValueError("discovery_share must be in (0, 1)")
         if self.max_backoff_level < 0:
             raise ValueError("max_backoff_level must be >= 0")
 
-    def weights(self) -> tuple[float, ...]:
+    def weights(self) -> tuple[int, ...]:
         if self.priority_weights is not None:
             return self.priority_weights
-        return tuple(float(self.num_priorities - p) for p in range(self.num_priorities))
+        return tuple(self.num_priorities - p for p in range(self.num_priorities))
 
 
 class _Host:
@@ -122,29 +128,57 @@ class _Host:
         self.inflight: tuple[int, _Entry] | None = None
 
 
-class _Stride:
-    """Deterministic stride scheduling over a fixed set of weighted slots."""
+class _Split:
+    """Stride scheduling between the two kinds, for when both have a READY host. Each pick
+    advances the chosen kind's pass by 1/share; a kind re-enters at the virtual time (the pass
+    of the last pick), so time spent alone or absent banks no credit."""
 
     __slots__ = ("passes", "strides", "vtime")
 
-    def __init__(self, weights: tuple[float, ...]) -> None:
-        self.strides = [1.0 / w for w in weights]
-        self.passes = [0.0] * len(weights)
+    def __init__(self, discovery_share: float) -> None:
+        self.strides = (1.0 / discovery_share, 1.0 / (1.0 - discovery_share))
+        self.passes = [0.0, 0.0]
         self.vtime = 0.0
 
+    def pick(self) -> int:
+        passes, v = self.passes, self.vtime
+        a = passes[0] if passes[0] > v else v
+        b = passes[1] if passes[1] > v else v
+        k, p = (0, a) if a <= b else (1, b)  # ties go to discovery, deterministically
+        self.vtime = p
+        passes[k] = p + self.strides[k]
+        return k
+
+
+class _Cycle:
+    """Smooth weighted round robin over priority levels: a fixed cycle in which level ``p``
+    appears ``weights[p]`` times, evenly spread (nginx's SWRR order). A cursor walks the cycle and
+    skips empty levels, so among the non-empty levels each gets a share proportional to its
+    weight, every one is served at least once per cycle (no starvation), and an empty level
+    banks no credit. Usually one step per pick -- cheaper than a scan of all F levels."""
+
+    __slots__ = ("cursor", "order")
+
+    def __init__(self, weights: tuple[int, ...]) -> None:
+        total, current, order = sum(weights), [0] * len(weights), []
+        for _ in range(total):
+            for i, w in enumerate(weights):
+                current[i] += w
+            best = max(range(len(weights)), key=current.__getitem__)  # ties: lowest level
+            current[best] -= total
+            order.append(best)
+        self.order = order
+        self.cursor = 0
+
     def pick(self, live: list[int]) -> int:
-        """Index of the non-empty slot to serve next; caller guarantees one is non-empty."""
-        best, best_pass, vtime = -1, math.inf, self.vtime
-        passes = self.passes
-        for i, count in enumerate(live):
-            if count:
-                # An idle slot re-enters at the virtual time: no credit is banked while empty.
-                p = passes[i] if passes[i] > vtime else vtime
-                if p < best_pass:
-                    best, best_pass = i, p
-        self.vtime = best_pass
-        passes[best] = best_pass + self.strides[best]
-        return best
+        """Next non-empty level; caller guarantees one exists (so the walk ends in one cycle)."""
+        order, c, n = self.order, self.cursor, len(self.order)
+        while True:
+            p = order[c]
+            c = c + 1 if c + 1 < n else 0
+            if live[p]:
+                self.cursor = c
+                return p
 
 
 class Frontier:
@@ -162,9 +196,9 @@ class Frontier:
         self._buckets = [[deque[tuple[_Host, int]]() for _ in range(nprio)] for _ in _KINDS]
         self._live = [[0] * nprio for _ in _KINDS]
         self._ready = [0, 0]  # live bucket entries per kind
-        self._levels = [_Stride(self._cfg.weights()) for _ in _KINDS]
+        self._levels = [_Cycle(self._cfg.weights()) for _ in _KINDS]
         share = self._cfg.discovery_share
-        self._kinds = _Stride((share, 1.0 - share))
+        self._kinds = _Split(share)
         self._rng = random.Random(self._cfg.seed)
         self._seq = 0
         self._queued = 0
@@ -278,7 +312,7 @@ class Frontier:
                 self._slot(h)
         ready = self._ready
         if ready[0]:
-            k = self._kinds.pick(ready) if ready[1] else 0
+            k = self._kinds.pick() if ready[1] else 0
         elif ready[1]:
             k = 1
         else:

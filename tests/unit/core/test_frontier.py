@@ -312,15 +312,17 @@ class TestBackoffAndRecovery:
     def test_config_validation(self) -> None:
         for kwargs in (
             {"num_priorities": 0},
-            {"priority_weights": (1.0, 2.0)},
-            {"num_priorities": 2, "priority_weights": (1.0, 0.0)},
+            {"priority_weights": (1, 2)},
+            {"num_priorities": 2, "priority_weights": (1, 0)},
+            {"num_priorities": 2, "priority_weights": (1.5, 1)},
+            {"num_priorities": 1, "priority_weights": (20_000,)},
             {"discovery_share": 1.0},
             {"max_backoff_level": -1},
         ):
             with pytest.raises(ValueError):
                 FrontierConfig(**kwargs)
-        cfg = FrontierConfig(num_priorities=2, priority_weights=(3.0, 1.0))
-        assert cfg.weights() == (3.0, 1.0)
+        cfg = FrontierConfig(num_priorities=2, priority_weights=(3, 1))
+        assert cfg.weights() == (3, 1)
 
 
 # ---------------------------------------------------------------- stateful model test

@@ -28,7 +28,9 @@ def main(argv: list[str] | None = None) -> int:
 
     synthetic = args.seeds is None
     crawl = Crawl(CrawlOptions(workdir=args.workdir, hosts=args.hosts, synthweb=synthetic,
-                               fresh=not args.keep_state, with_control=args.control))
+                               fresh=not args.keep_state, with_control=args.control,
+                               # robots_timeout hosts must outlast the fetcher's 30 s read timeout
+                               synthweb_args=["--robots-timeout", "45"]))
     stopping = False
 
     def on_signal(_sig: int, _frame: object) -> None:

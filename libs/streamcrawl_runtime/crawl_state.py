@@ -177,12 +177,16 @@ class CassandraCrawlState:
             else:
                 fut.set_result(result or [])
 
-        def ok(page: list[Any]) -> None:
-            rows.extend(page)
-            if rf.has_more_pages:
-                rf.start_fetching_next_page()
-            else:
-                loop.call_soon_threadsafe(settle, rows, None)
+        def ok(page: list[Any] | None) -> None:
+            try:
+                rows.extend(page or ())  # writes answer with no rows
+                if rf.has_more_pages:
+                    rf.start_fetching_next_page()
+                    return
+            except Exception as exc:  # never leave the awaiting coroutine hanging
+                loop.call_soon_threadsafe(settle, None, exc)
+                return
+            loop.call_soon_threadsafe(settle, rows, None)
 
         def err(exc: BaseException) -> None:
             wrapped = TransientError(f"cassandra: {exc!r}") if is_transient(exc) else exc

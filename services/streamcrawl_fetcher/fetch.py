@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,17 +101,23 @@ class HttpFetcher:
             raise NetworkError(f"{type(exc).__name__}: {exc}"[:300]) from exc
         return HttpResponse(response.status_code, response.headers, body, truncated, time.perf_counter() - t0)
 
-    async def fetch_robots(self, url: str, max_bytes: int,
-                           max_redirects: int) -> tuple[int | None, bytes | None]:
+    async def fetch_robots(self, url: str, max_bytes: int, max_redirects: int,
+                           hop_delay: Callable[[float], float] = lambda _s: 0.0) -> tuple[int | None, bytes | None]:
         """Final (status, body) of a robots.txt fetch, following up to `max_redirects` redirects;
-        (None, None) when the host is unreachable. A 3xx left after the last hop is returned as is."""
+        (None, None) when the host is unreachable. A 3xx left after the last hop is returned as is.
+        Each hop is a request to the host like any other: `hop_delay(previous hop seconds)` is waited
+        before the next one (the politeness delay), so a redirect chain is not a burst."""
         current = url
+        previous_s: float | None = None
         for _hop in range(max_redirects + 1):
+            if previous_s is not None:
+                await asyncio.sleep(hop_delay(previous_s))
             try:
                 # One byte over the cap lets the robots parser see that the file was cut.
                 resp = await self.get(current, max_bytes + 1)
             except (DnsError, AddressNotAllowed, NetworkError, UrlError):
                 return None, None
+            previous_s = resp.elapsed_s
             location = resp.headers.get("location")
             if 300 <= resp.status <= 399 and location:
                 try:

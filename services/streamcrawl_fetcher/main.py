@@ -8,6 +8,7 @@ import logging
 from prometheus_client import start_http_server
 from streamcrawl_contracts.messages import FetchRequest
 from streamcrawl_contracts.topics import FETCH_REQUESTS
+from streamcrawl_core.politeness import PolitenessConfig, required_delay
 from streamcrawl_core.robots import RobotsConfig
 from streamcrawl_runtime.blobstore import S3BlobStore
 from streamcrawl_runtime.connect import cassandra_session, minio_client
@@ -42,8 +43,12 @@ def build_handler(settings: FetcherSettings, state: CassandraCrawlState | None =
     policy = FetchPolicy(max_body_bytes=settings.max_body_bytes, robots_max_bytes=robots_cfg.max_bytes,
                          robots_max_redirects=robots_cfg.max_redirects)
 
+    politeness = PolitenessConfig(min_delay_s=settings.min_delay_s, delay_factor=settings.delay_factor)
+
     async def fetch_robots(url: str) -> tuple[int | None, bytes | None]:
-        return await http.fetch_robots(url, policy.robots_max_bytes, policy.robots_max_redirects)
+        # Redirect hops of robots.txt are spaced by the same politeness rule as any two requests.
+        return await http.fetch_robots(url, policy.robots_max_bytes, policy.robots_max_redirects,
+                                       lambda hop_s: required_delay(hop_s, None, politeness))
 
     robots = RobotsCache(state, fetch_robots, robots_cfg, settings.robots_cache_entries)
     return FetcherHandler(http, robots, state, blobs, policy)

@@ -31,6 +31,10 @@ class FetcherSettings(StackSettings):
     # Comma-separated CIDRs the crawler may connect to; empty = any. Demos and tests use 127.0.0.0/8.
     allowed_networks: str = ""
 
+    # The politeness rule (shared names with the frontier): spaces robots.txt redirect hops.
+    min_delay_s: float = 1.0
+    delay_factor: float = 10.0
+
     robots_max_age_s: float = 86400.0
     robots_crawl_delay_cap_s: float = 30.0
     robots_unreachable_retry_s: float = 3600.0

@@ -39,6 +39,7 @@ log = logging.getLogger("streamcrawl.frontier")
 DISPATCHED = Counter("streamcrawl_frontier_dispatched_total", "Fetch requests leased")
 REROUTED = Counter("streamcrawl_frontier_rerouted_total", "Seeds that arrived on the wrong partition")
 EXPIRED = Counter("streamcrawl_frontier_lease_expired_total", "Leases that expired and were re-queued")
+RETRIED = Counter("streamcrawl_frontier_retried_total", "Fetches re-queued after 429/503 or a network error")
 QUEUED = Gauge("streamcrawl_frontier_queued", "URLs queued in owned partitions")
 
 
@@ -56,6 +57,12 @@ class UrlMeta:
     url_fp: int
     depth: int
     part: int
+    attempts: int = 0
+
+#: Outcomes worth another try: the host asked us to slow down (429/503) or did not answer. Other 4xx/5xx
+#: are answers. The host's back-off (politeness) spaces the retries.
+RETRY_STATUSES = frozenset({429, 503})
+MAX_ATTEMPTS = 4
 
 
 class FrontierHandler:
@@ -183,12 +190,19 @@ class FrontierHandler:
             fr.set_host_params(res.host, crawl_delay_s=res.crawl_delay_s)
         await self.state.host_put_politeness(res.host, nxt, level, res.fetch_s * 1000.0, res.crawl_delay_s)
         await self.state.host_put_lease(res.host, None, None, None)
+        meta = self.meta.get(res.url)
         if res.outcome == "robots_fetched":
             # Only robots.txt was requested under this lease: the page goes back in the queue.
-            meta = self.meta.get(res.url)
             fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=now)
             if meta is None:
                 self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part)
+            return
+        retryable = res.outcome == "network_error" or (res.outcome == "http_error" and res.status in RETRY_STATUSES)
+        attempts = (meta.attempts if meta else 0) + 1
+        if retryable and attempts < MAX_ATTEMPTS:
+            RETRIED.inc()
+            fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=now)
+            self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part, attempts)
             return
         await self.state.queue_delete(part, res.host, res.url_fp)
         self.meta.pop(res.url, None)

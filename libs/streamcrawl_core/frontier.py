@@ -277,7 +277,7 @@ class Frontier:
             return False
         if not url or not host:
             raise ValueError("url and host must be non-empty")
-        if not 0 <= priority < self._cfg.num_priorities:
+        if not isinstance(priority, int) or not 0 <= priority < self._cfg.num_priorities:
             raise ValueError(f"priority must be in [0, {self._cfg.num_priorities}), got {priority!r}")
         k = _KIND_INDEX.get(kind)
         if k is None:

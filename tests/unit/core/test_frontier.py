@@ -104,6 +104,7 @@ class TestIdempotentAdd:
             ({"url": "u", "host": ""}, ValueError),
             ({"url": "u", "host": "a", "priority": 10}, ValueError),
             ({"url": "u", "host": "a", "priority": -1}, ValueError),
+            ({"url": "u", "host": "a", "priority": 1.5}, ValueError),
             ({"url": "u", "host": "a", "kind": "other"}, ValueError),
             ({"url": "u", "host": "a", "not_before": math.nan}, ValueError),
         ],

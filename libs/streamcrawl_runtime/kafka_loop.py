@@ -129,6 +129,9 @@ class RunLoop:
             "session.timeout.ms": 10000,
             "heartbeat.interval.ms": 2000,
             "max.poll.interval.ms": 300000,
+            # A crawl is a chain of hops (fetch → parse → dedup → frontier): the default 500 ms broker
+            # wait on a quiet partition would add up to seconds per discovered link.
+            "fetch.wait.max.ms": 50,
             **config.consumer_overrides,
         })
         self._offsets: dict[tuple[str, int], _PartitionOffsets] = defaultdict(_PartitionOffsets)

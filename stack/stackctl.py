@@ -48,12 +48,17 @@ class StackError(RuntimeError):
     """One-line, user-facing failure: names the engine and the log to read."""
 
 
+def rel(path: Path) -> str:
+    """A path relative to the repository when it lies inside it (shorter messages), else absolute."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def log_path(name: str) -> Path:
     return LOGS / f"{name}.log"
 
 
 def fail(engine: str, what: str, log: Path | None = None) -> StackError:
-    where = f" (see {log.relative_to(ROOT) if log.is_relative_to(ROOT) else log})" if log else ""
+    where = f" (see {rel(log)})" if log else ""
     return StackError(f"stack: {engine}: {what}{where}")
 
 
@@ -326,7 +331,7 @@ def cmd_fetch() -> None:
     fetch_maven("kafka")
     fetch_maven("cassandra")
     fetch_versitygw()
-    print(f"stack: engines fetched in {time.monotonic() - t0:.1f}s (cached in {STACK.relative_to(ROOT)})")
+    print(f"stack: engines fetched in {time.monotonic() - t0:.1f}s (cached in {rel(STACK)})")
 
 
 def cmd_up() -> None:
@@ -338,7 +343,7 @@ def cmd_up() -> None:
         took = wait_ready(engine, proc)
         state = "started" if proc is not None else "already running"
         print(f"stack: {engine.name} {state}, ready on 127.0.0.1:{engine.port} after {took:.1f}s "
-              f"(log {engine.log.relative_to(ROOT) if engine.log.is_relative_to(ROOT) else engine.log})")
+              f"(log {rel(engine.log)})")
     provision()
     print(f"stack: up in {time.monotonic() - t0:.1f}s")
 

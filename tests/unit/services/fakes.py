@@ -4,6 +4,8 @@ HTTP server, all on 127.0.0.1 (nothing here touches the internet)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import math
 import socket
 import threading
 import time
@@ -17,16 +19,39 @@ import dns.message
 import dns.rcode
 import dns.rdatatype
 import dns.rrset
-from streamcrawl_runtime.crawl_state import HostState, UrlState
+from streamcrawl_runtime.crawl_state import HostState, QueuedUrl, UrlState
+
+
+def _ms(epoch: float | None) -> float | None:
+    """Cassandra `timestamp` keeps milliseconds: what a value reads back as."""
+    return None if epoch is None else math.floor(epoch * 1000.0) / 1000.0
+
+
+def _u16_blocks(simhash: int) -> list[tuple[int, int]]:
+    u = simhash & 0xFFFFFFFFFFFFFFFF
+    return [(b, (u >> (16 * b)) & 0xFFFF) for b in range(4)]
+
+
+def _signed(u: int) -> int:
+    u &= 0xFFFFFFFFFFFFFFFF
+    return u - (1 << 64) if u >= 1 << 63 else u
 
 
 class FakeCrawlState:
-    """The parts of CrawlState the fetcher and parser use, in dicts."""
+    """CrawlState in dicts, with Cassandra's semantics where they matter: writes are upserts of the
+    named columns only, timestamps keep milliseconds, url_get returns a copy (a read, not a live
+    reference), content_claim is first-claimer-wins. `calls` logs every write, in order."""
 
     def __init__(self) -> None:
         self.hosts: dict[str, HostState] = {}
         self.urls: dict[tuple[str, int], UrlState] = {}
         self.robots_writes = 0
+        self.queue: dict[tuple[int, str, int], QueuedUrl] = {}
+        self.content: dict[str, str] = {}  # content_hash -> canonical url
+        self.simhash_blocks: dict[tuple[int, int], dict[str, int]] = {}  # (block, value) -> url -> signed fp
+        self.due: dict[tuple[float, str, int], str] = {}  # (next_visit_at, host, url_fp) -> url
+        self.blocklist: list[str] = []
+        self.calls: list[tuple[Any, ...]] = []
 
     async def host_get(self, host: str) -> HostState | None:
         return self.hosts.get(host)
@@ -39,7 +64,94 @@ class FakeCrawlState:
         self.robots_writes += 1
 
     async def url_get(self, host: str, url_fp: int) -> UrlState | None:
-        return self.urls.get((host, url_fp))
+        st = self.urls.get((host, url_fp))
+        return None if st is None else dataclasses.replace(st, extra=dict(st.extra))
+
+    # ---------------------------------------------------------------- frontier_queue
+    async def queue_put(self, item: QueuedUrl) -> None:
+        self.calls.append(("queue_put", item.host, item.url))
+        self.queue[(item.part, item.host, item.url_fp)] = dataclasses.replace(
+            item, not_before=_ms(item.not_before) or 0.0, enqueued_at=_ms(item.enqueued_at) or 0.0)
+
+    async def queue_delete(self, part: int, host: str, url_fp: int) -> None:
+        self.calls.append(("queue_delete", host, url_fp))
+        self.queue.pop((part, host, url_fp), None)
+
+    async def queue_load(self, part: int) -> list[QueuedUrl]:
+        return [dataclasses.replace(q) for (p, _, _), q in self.queue.items() if p == part]
+
+    # ---------------------------------------------------------------- host_state
+    async def host_put_politeness(self, host: str, next_allowed_at: float, backoff_level: int,
+                                  last_fetch_ms: float | None, crawl_delay_s: float | None) -> None:
+        self.calls.append(("host_put_politeness", host, next_allowed_at, backoff_level))
+        hs = self.hosts.setdefault(host, HostState(host))
+        hs.next_allowed_at, hs.backoff_level = _ms(next_allowed_at), backoff_level
+        hs.last_fetch_ms, hs.crawl_delay_s = last_fetch_ms, crawl_delay_s
+
+    async def host_put_lease(self, host: str, lease_id: str | None, url: str | None,
+                             expires_at: float | None) -> None:
+        self.calls.append(("host_put_lease", host, lease_id, url, expires_at))
+        hs = self.hosts.setdefault(host, HostState(host))
+        hs.lease_id, hs.lease_url, hs.lease_expires_at = lease_id, url, _ms(expires_at)
+
+    async def host_put_budget(self, host: str, urls_this_cycle: int) -> None:
+        self.hosts.setdefault(host, HostState(host)).urls_this_cycle = urls_this_cycle
+
+    # ---------------------------------------------------------------- url_state
+    def _url(self, host: str, url_fp: int, url: str) -> UrlState:
+        return self.urls.setdefault((host, url_fp), UrlState(host, url_fp, url))
+
+    async def url_insert_discovered(self, host: str, url_fp: int, url: str, depth: int, now: float) -> None:
+        self.calls.append(("url_insert_discovered", host, url))
+        st = self._url(host, url_fp, url)
+        st.url, st.depth, st.status, st.discovered_at = url, depth, "queued", _ms(now)
+
+    async def url_put_fetch(self, st: UrlState) -> None:
+        self.calls.append(("url_put_fetch", st.host, st.url, st.status))
+        row = self._url(st.host, st.url_fp, st.url)
+        for name in ("url", "depth", "status", "http_status", "content_type", "content_hash", "simhash",
+                     "storage_key", "etag", "last_modified", "fetch_count", "canonical_url"):
+            setattr(row, name, getattr(st, name))
+        row.fetched_at = _ms(st.fetched_at)
+
+    async def url_put_schedule(self, host: str, url_fp: int, interval_s: float, next_visit_at: float,
+                               change_count: int, last_changed_at: float | None,
+                               sched_hash: str | None) -> None:
+        self.calls.append(("url_put_schedule", host, url_fp, interval_s, next_visit_at))
+        row = self.urls.setdefault((host, url_fp), UrlState(host, url_fp, ""))
+        row.change_interval_s, row.next_visit_at = interval_s, _ms(next_visit_at)
+        row.change_count, row.last_changed_at, row.sched_hash = change_count, _ms(last_changed_at), sched_hash
+
+    # ---------------------------------------------------------------- content dedup
+    async def content_claim(self, content_hash: str, url: str, storage_key: str, now: float) -> str:
+        return self.content.setdefault(content_hash, url)
+
+    async def simhash_candidates(self, simhash: int) -> list[tuple[int, str]]:
+        seen: dict[str, int] = {}
+        for key in _u16_blocks(simhash):
+            seen.update(self.simhash_blocks.get(key, {}))
+        return [(fp, url) for url, fp in seen.items()]
+
+    async def simhash_add(self, simhash: int, url: str) -> None:
+        for key in _u16_blocks(simhash):
+            self.simhash_blocks.setdefault(key, {})[url] = _signed(simhash)
+
+    # ---------------------------------------------------------------- due index
+    async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str) -> None:
+        self.calls.append(("due_put", next_visit_at, host, url_fp))
+        self.due[(_ms(next_visit_at) or 0.0, host, url_fp)] = url
+
+    async def due_range(self, start: float, end: float, limit: int) -> list[tuple[float, str, int, str]]:
+        rows = sorted((t, h, fp, url) for (t, h, fp), url in self.due.items() if start <= t <= end)
+        return rows[:limit]
+
+    async def due_delete(self, next_visit_at: float, host: str, url_fp: int) -> None:
+        self.calls.append(("due_delete", next_visit_at, host, url_fp))
+        self.due.pop((_ms(next_visit_at) or 0.0, host, url_fp), None)
+
+    # ---------------------------------------------------------------- control plane
+    async def blocklist_patterns(self) -> list[str]:
+        return list(self.blocklist)
 
 
 class TinyDNS:

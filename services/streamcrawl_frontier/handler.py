@@ -222,7 +222,11 @@ class FrontierHandler:
                 lease = Lease(uuid.uuid4().hex, item.url, meta.url_fp, part, now + self.lease_s)
                 # The lease is durable before the request exists, so a restarted frontier keeps the host
                 # blocked until the lease expires.
-                await self.state.host_put_lease(item.host, lease.lease_id, item.url, lease.expires_at)
+                try:
+                    await self.state.host_put_lease(item.host, lease.lease_id, item.url, lease.expires_at)
+                except BaseException:
+                    fr.release(item.host, item.url, now)  # else the host stays in flight with no lease
+                    raise
                 self.leases[item.host] = lease
                 out.append(Output(FETCH_REQUESTS, item.host, FetchRequest(
                     url=item.url, host=item.host, url_fp=meta.url_fp, depth=meta.depth, kind=item.kind,

@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 import random
 
+import mmh3
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from streamcrawl_core.bloom import BloomFilter
+from streamcrawl_core.bloom import BloomFilter, murmur3_u64
 
 
 def test_sizing_formulas() -> None:
@@ -130,3 +132,68 @@ def test_measured_fp_rate_at_1m_items_matches_formula() -> None:
     expected = bf.expected_fp_rate(len(bf))
     # 300k probes at p~1% gives a relative std error of ~1.8%, so 10% is > 5 sigma.
     assert abs(measured - expected) / expected < 0.10, (measured, expected)
+
+
+# --- vectorized batch path vs the per-item path --------------------------------------------------------
+
+_EDGE_INTS = [0, 1, -1, 2, (1 << 63) - 1, -(1 << 63), 1 << 63, (1 << 64) - 1, 12345, -12345]
+
+
+def test_vectorized_murmur_matches_mmh3() -> None:
+    rnd = random.Random(7)
+    keys = [rnd.getrandbits(64) for _ in range(5000)] + [x & ((1 << 64) - 1) for x in _EDGE_INTS]
+    h1, h2 = murmur3_u64(np.array(keys, dtype=np.uint64))
+    for key, a, b in zip(keys, h1.tolist(), h2.tolist(), strict=True):
+        assert mmh3.hash64(key.to_bytes(8, "little"), signed=True) == (a, b)
+
+
+def _one_by_one(bf: BloomFilter, items: list[int | bytes]) -> list[bool]:
+    return [bf.add(x) for x in items]
+
+
+@pytest.mark.parametrize("capacity", [30, 500, 20_000])  # 30: tiny m, many collisions inside one batch
+def test_batch_add_equals_sequential_adds(capacity: int) -> None:
+    rnd = random.Random(capacity)
+    for _ in range(5):
+        items: list[int | bytes] = [rnd.getrandbits(64) - (1 << 63) for _ in range(300)]
+        items += [rnd.getrandbits(64) for _ in range(100)]  # unsigned spellings too
+        items += rnd.sample(items, 80)  # duplicates inside the batch
+        items += [x & ((1 << 64) - 1) for x in items[:40] if isinstance(x, int)]  # same item, other sign
+        rnd.shuffle(items)
+        a, b = BloomFilter(capacity, 0.05), BloomFilter(capacity, 0.05)
+        assert a.add_many(items) == _one_by_one(b, items)
+        assert a == b and len(a) == len(b)
+        probes = items[:50] + [rnd.getrandbits(64) for _ in range(500)]
+        assert a.contains_many(probes) == [x in b for x in probes]
+
+
+def test_batch_accepts_numpy_arrays_and_mixed_items() -> None:
+    rnd = random.Random(11)
+    signed = [rnd.getrandbits(64) - (1 << 63) for _ in range(1000)]
+    a, b = BloomFilter(5000, 0.01), BloomFilter(5000, 0.01)
+    assert a.add_many(np.array(signed, dtype=np.int64)) == b.add_many(signed)
+    assert a == b
+    unsigned = np.array([x & ((1 << 64) - 1) for x in signed], dtype=np.uint64)
+    assert all(a.contains_many(unsigned))
+    assert a.contains_many(np.array(signed[:100], dtype=np.int64)) == [True] * 100
+    mixed: list[int | bytes] = [*signed[:50], *(f"http://h/{i}".encode() for i in range(50))]
+    c = BloomFilter(5000, 0.01)
+    assert c.add_many(mixed) == _one_by_one(BloomFilter(5000, 0.01), mixed)
+    assert all(c.contains_many(mixed))
+    assert a.add_many(np.array([], dtype=np.int64)) == [] == a.contains_many(np.array([], dtype=np.int64))
+    with pytest.raises(TypeError):
+        a.contains_many(np.array([1.5, 2.5] * 20))
+
+
+def test_batch_rejects_bad_items_without_partial_insert() -> None:
+    bf = BloomFilter(1000, 0.01)
+    with pytest.raises(ValueError):
+        bf.add_many([*range(100), 1 << 64])
+    with pytest.raises(ValueError):
+        bf.add_many([*range(100), -1, -(1 << 63) - 1])
+    with pytest.raises(TypeError):
+        bf.add_many([*range(100), True])
+    with pytest.raises(TypeError):
+        bf.contains_many([*range(100), "x"])  # type: ignore[list-item]
+    assert len(bf) == 0
+    assert bf.add_many([-1, *range(100), (1 << 64) - 1])[-1] is False  # mixed spellings, one item

@@ -1,0 +1,191 @@
+"""RecrawlHandler against the in-memory CrawlState: intervals, the due index and scans."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from streamcrawl_contracts.messages import FetchResult, SeedMessage, UrlMessage
+from streamcrawl_contracts.topics import URLS
+from streamcrawl_core.fingerprint import url_fingerprint
+from streamcrawl_core.partition import partition_for
+from streamcrawl_core.recrawl import RecrawlConfig
+from streamcrawl_recrawl.handler import RecrawlHandler
+from streamcrawl_runtime.errors import PoisonMessage
+from streamcrawl_runtime.kafka_loop import Record
+
+from .fakes import FakeCrawlState
+
+T0 = 1_700_000_000.0
+H = 3600.0
+DAY = 86400.0
+CFG = RecrawlConfig(min_interval_s=H, max_interval_s=4 * DAY, initial_interval_s=DAY)
+URL = "http://a.test/p"
+FP = url_fingerprint(URL)
+
+
+def host_of(url: str) -> str:
+    return url.split("/")[2]
+
+
+class Rig:
+    def __init__(self, refresh_per_scan: int = 2000, owned: tuple[int, ...] = tuple(range(8))) -> None:
+        self.state = FakeCrawlState()
+        self.h = RecrawlHandler(self.state, CFG, scan_interval_s=5.0, scan_lookback_s=2 * DAY,
+                                refresh_per_scan=refresh_per_scan, partitions=8)
+        self.run(self.h.on_assign(list(owned)))
+
+    def run(self, coro: Any) -> Any:
+        return asyncio.run(coro)
+
+    def result(self, started_at: float, content_hash: str | None = "h1", outcome: str = "fetched",
+               url: str = URL) -> None:
+        host = host_of(url)
+        res = FetchResult(url=url, host=host, url_fp=url_fingerprint(url), lease_id="L", outcome=outcome,  # type: ignore[arg-type]
+                          status=304 if outcome == "not_modified" else 200, started_at=started_at,
+                          content_hash=content_hash if outcome == "fetched" else None)
+        assert self.run(self.h.handle(Record("t", partition_for(host, 8), 0, host, b""), res)) == []
+
+    def sched(self, url: str = URL) -> Any:
+        return self.state.urls[(host_of(url), url_fingerprint(url))]
+
+    def due_of(self, url: str = URL) -> list[float]:
+        return sorted(t for (t, h, fp) in self.state.due if (h, fp) == (host_of(url), url_fingerprint(url)))
+
+    def tick(self, now: float) -> list[UrlMessage]:
+        outs = self.run(self.h.tick(now))
+        assert all(o.topic == URLS and o.key == o.value.host for o in outs)
+        return [o.value for o in outs]
+
+
+# ------------------------------------------------------------------ intervals
+
+def test_first_fetch_files_the_initial_interval() -> None:
+    rig = Rig()
+    rig.result(T0)
+    st = rig.sched()
+    assert (st.change_interval_s, st.next_visit_at, st.sched_hash, st.change_count) == (DAY, T0 + DAY, "h1", 0)
+    assert rig.due_of() == [T0 + DAY]
+
+
+@pytest.mark.parametrize("outcome,content_hash", [("fetched", "h1"), ("not_modified", None)])
+def test_unchanged_doubles_and_moves_the_due_entry(outcome: str, content_hash: str | None) -> None:
+    rig = Rig()
+    rig.result(T0)
+    t1 = T0 + DAY
+    rig.result(t1, content_hash, outcome)
+    st = rig.sched()
+    assert (st.change_interval_s, st.next_visit_at, st.sched_hash, st.change_count) == (2 * DAY, t1 + 2 * DAY, "h1", 0)
+    assert rig.due_of() == [t1 + 2 * DAY]  # the old visit is gone
+
+
+def test_changed_halves_and_counts_the_change() -> None:
+    rig = Rig()
+    rig.result(T0)
+    t1 = T0 + DAY
+    rig.result(t1, "h2")
+    st = rig.sched()
+    assert (st.change_interval_s, st.next_visit_at, st.sched_hash) == (DAY / 2, t1 + DAY / 2, "h2")
+    assert (st.change_count, st.last_changed_at) == (1, t1)
+    assert rig.due_of() == [t1 + DAY / 2]
+
+
+def test_interval_is_clamped_to_max_and_min() -> None:
+    rig = Rig()
+    t = T0
+    rig.result(t)
+    for _ in range(6):  # unchanged: 2, 4, 4, 4 ... days
+        t += rig.sched().change_interval_s
+        rig.result(t)
+    assert rig.sched().change_interval_s == 4 * DAY
+    for i in range(12):  # changed every time: halves down to 1 h, then stays
+        t += rig.sched().change_interval_s
+        rig.result(t, f"c{i}")
+    assert rig.sched().change_interval_s == H
+    assert rig.due_of() == [t + H]
+    assert len(rig.state.due) == 1
+
+
+@pytest.mark.parametrize("outcome", ["http_error", "network_error", "redirect", "robots_disallowed",
+                                     "robots_fetched", "lease_expired"])
+def test_other_outcomes_do_not_schedule(outcome: str) -> None:
+    rig = Rig()
+    rig.result(T0, None, outcome)
+    assert rig.state.urls == {} and rig.state.due == {}
+
+
+def test_non_result_message_is_poison() -> None:
+    rig = Rig()
+    with pytest.raises(PoisonMessage):
+        rig.run(rig.h.handle(Record("t", 0, 0, None, b""), SeedMessage(url=URL)))
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: a replayed FetchResult reads the schedule it already wrote, sees "
+                   "'unchanged' and doubles the interval again (and moves the due entry), although the handler "
+                   "says a replay files the same visit")
+def test_replayed_result_files_the_same_visit() -> None:
+    rig = Rig()
+    rig.result(T0)
+    t1 = T0 + DAY
+    rig.result(t1, "h2")  # changed: 12 h
+    before = (rig.sched().change_interval_s, rig.sched().next_visit_at, rig.sched().change_count)
+    rig.result(t1, "h2")  # the same record again (at-least-once)
+    assert (rig.sched().change_interval_s, rig.sched().next_visit_at, rig.sched().change_count) == before
+    assert rig.due_of() == [t1 + DAY / 2]
+
+
+# ------------------------------------------------------------------ scans
+
+def _file(rig: Rig, url: str, visit_at: float) -> None:
+    rig.run(rig.state.due_put(visit_at, host_of(url), url_fingerprint(url), url))
+
+
+def test_tick_emits_due_urls_of_owned_partitions_and_deletes_them_one_scan_later() -> None:
+    mine, theirs = "http://a.test/1", "http://b.test/1"  # partitions 7 and 1
+    rig = Rig(owned=(partition_for("a.test", 8),))
+    _file(rig, mine, T0 - 10)
+    _file(rig, theirs, T0 - 20)
+    _file(rig, "http://a.test/later", T0 + 100)
+    [msg] = rig.tick(T0)
+    assert (msg.url, msg.host, msg.url_fp, msg.kind) == (mine, "a.test", url_fingerprint(mine), "refresh")
+    assert rig.due_of(mine) == [T0 - 10]  # not deleted until the next scan (outputs flushed by then)
+    assert rig.tick(T0 + 1) == []  # scan interval not reached
+    assert rig.tick(T0 + 5) == []  # deleted, not emitted twice
+    assert rig.due_of(mine) == []
+    assert rig.due_of(theirs) == [T0 - 20]  # another instance's row is left alone
+    assert [m.url for m in rig.tick(T0 + 200)] == ["http://a.test/later"]
+
+
+def test_refresh_per_scan_is_respected() -> None:
+    rig = Rig(refresh_per_scan=2)
+    urls = [f"http://a.test/{i}" for i in range(5)]
+    for i, u in enumerate(urls):
+        _file(rig, u, T0 - 100 + i)
+    seen: list[str] = []
+    for k in range(4):
+        batch = rig.tick(T0 + 5 * k)
+        assert len(batch) <= 2
+        seen += [m.url for m in batch]
+    assert seen == urls  # oldest first, each once
+    assert rig.tick(T0 + 20) == [] and rig.state.due == {}
+
+
+def test_no_owned_partitions_no_scan() -> None:
+    rig = Rig(owned=())
+    _file(rig, URL, T0 - 1)
+    assert rig.tick(T0) == []
+    rig.run(rig.h.on_assign([partition_for("a.test", 8)]))
+    assert [m.url for m in rig.tick(T0 + 1)] == [URL]
+    rig.run(rig.h.on_revoke([partition_for("a.test", 8)]))
+    assert rig.tick(T0 + 10) == []
+
+
+def test_fetch_result_after_refresh_moves_the_visit() -> None:
+    rig = Rig()
+    rig.result(T0)
+    [msg] = rig.tick(T0 + DAY)
+    assert msg.url == URL
+    rig.result(T0 + DAY + 30)  # the refresh fetched, unchanged
+    rig.tick(T0 + DAY + 60)  # deletes the emitted row
+    assert rig.due_of() == [T0 + DAY + 30 + 2 * DAY]

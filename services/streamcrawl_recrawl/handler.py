@@ -57,6 +57,11 @@ class RecrawlHandler:
         if res.outcome not in ("fetched", "not_modified"):
             return []
         st = await self.state.url_get(res.host, res.url_fp)
+        if (st is not None and st.next_visit_at is not None and st.change_interval_s is not None
+                and abs(st.next_visit_at - st.change_interval_s - res.started_at) < 0.002):
+            # A replay of the fetch already scheduled: file the same visit again, change nothing.
+            await self.state.due_put(st.next_visit_at, res.host, res.url_fp, res.url)
+            return []
         prev_interval = st.change_interval_s if st else None
         first = st is None or st.sched_hash is None
         changed = res.outcome == "fetched" and not first and st is not None and st.sched_hash != res.content_hash

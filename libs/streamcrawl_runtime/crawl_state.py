@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from cassandra.cluster import ResponseFuture, Session
 
@@ -105,13 +105,21 @@ class CrawlState(Protocol):
     async def content_claim(self, content_hash: str, url: str, storage_key: str, now: float) -> str: ...
     async def simhash_candidates(self, simhash: int) -> list[tuple[int, str]]: ...
     async def simhash_add(self, simhash: int, url: str) -> None: ...
-    async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str) -> None: ...
-    async def due_range(self, start: float, end: float, limit: int) -> list[tuple[float, str, int, str]]: ...
+    async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None: ...
+    async def due_range(self, start: float, end: float, limit: int) -> list[DueRow]: ...
     async def due_delete(self, next_visit_at: float, host: str, url_fp: int) -> None: ...
     async def blocklist_patterns(self) -> list[str]: ...
 
 
 DUE_BUCKET_S = 3600
+
+
+class DueRow(NamedTuple):
+    next_visit_at: float
+    host: str
+    url_fp: int
+    url: str
+    depth: int = 0
 
 
 def _u16_blocks(simhash: int) -> list[tuple[int, int]]:
@@ -154,8 +162,9 @@ class CassandraCrawlState:
         self._c_get = p("SELECT canonical_url FROM content_index WHERE content_hash = ?")
         self._s_get = p("SELECT simhash, url FROM simhash_blocks WHERE block = ? AND value = ?")
         self._s_put = p("INSERT INTO simhash_blocks (block, value, simhash, url) VALUES (?, ?, ?, ?)")
-        self._d_put = p("INSERT INTO due_index (bucket, next_visit_at, host, url_fp, url) VALUES (?, ?, ?, ?, ?)")
-        self._d_range = p("SELECT next_visit_at, host, url_fp, url FROM due_index WHERE bucket = ?"
+        self._d_put = p("INSERT INTO due_index (bucket, next_visit_at, host, url_fp, url, depth)"
+                        " VALUES (?, ?, ?, ?, ?, ?)")
+        self._d_range = p("SELECT next_visit_at, host, url_fp, url, depth FROM due_index WHERE bucket = ?"
                           " AND next_visit_at >= ? AND next_visit_at <= ? LIMIT ?")
         self._b_all = p("SELECT pattern FROM blocklist")
         self._d_del = p("DELETE FROM due_index WHERE bucket = ? AND next_visit_at = ? AND host = ? AND url_fp = ?")
@@ -205,7 +214,7 @@ class CassandraCrawlState:
 
     async def queue_load(self, part: int) -> list[QueuedUrl]:
         rows = await self._exec(self._q_load, (part,))
-        return [QueuedUrl(part, r.host, r.url_fp, r.url, r.priority or 5, r.kind or "discovery",
+        return [QueuedUrl(part, r.host, r.url_fp, r.url, 5 if r.priority is None else r.priority, r.kind or "discovery",
                           epoch(r.not_before) or 0.0, r.depth or 0, epoch(r.enqueued_at) or 0.0) for r in rows]
 
     # ---------------------------------------------------------------- host_state
@@ -280,14 +289,15 @@ class CassandraCrawlState:
                                for b, v in _u16_blocks(simhash)))
 
     # ---------------------------------------------------------------- due index
-    async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str) -> None:
-        await self._exec(self._d_put, (int(next_visit_at // DUE_BUCKET_S), ts(next_visit_at), host, url_fp, url))
+    async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None:
+        await self._exec(self._d_put, (int(next_visit_at // DUE_BUCKET_S), ts(next_visit_at), host, url_fp, url,
+                                       depth))
 
-    async def due_range(self, start: float, end: float, limit: int) -> list[tuple[float, str, int, str]]:
-        out: list[tuple[float, str, int, str]] = []
+    async def due_range(self, start: float, end: float, limit: int) -> list[DueRow]:
+        out: list[DueRow] = []
         for bucket in range(int(start // DUE_BUCKET_S), int(end // DUE_BUCKET_S) + 1):
             rows = await self._exec(self._d_range, (bucket, ts(start), ts(end), limit - len(out)))
-            out.extend((epoch(r.next_visit_at) or 0.0, r.host, r.url_fp, r.url) for r in rows)
+            out.extend(DueRow(epoch(r.next_visit_at) or 0.0, r.host, r.url_fp, r.url, r.depth or 0) for r in rows)
             if len(out) >= limit:
                 break
         return out

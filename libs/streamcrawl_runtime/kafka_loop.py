@@ -162,6 +162,8 @@ class RunLoop:
                 await self._apply_rebalance()
                 self._backpressure()
                 msgs = [] if self._paused else self.consumer.consume(self.cfg.poll_batch, timeout=0.05)
+                # A rebalance inside consume(): the handler sees it before any record of the new assignment.
+                await self._apply_rebalance()
                 for msg in msgs:
                     self._accept(msg)
                 now = time.monotonic()
@@ -260,6 +262,8 @@ class RunLoop:
                 self._key_chains.pop(chain_key, None)
 
     async def _handle_one(self, rec: Record) -> None:
+        if (rec.topic, rec.partition) not in self._offsets:
+            return  # the partition was revoked while this record waited: its new owner replays it
         model = self.cfg.subscriptions[rec.topic]
         try:
             message = model.model_validate_json(rec.value)

@@ -47,7 +47,8 @@ PAGES = Counter("streamcrawl_dedup_pages_total", "Parsed page decisions", ["deci
 
 class DedupHandler:
     def __init__(self, state: CrawlState, seen: SeenSet, traps: TrapConfig, *, simhash_distance: int = 3,
-                 snapshot_interval_s: float = 30.0, partitions: int = HOST_PARTITIONS) -> None:
+                 snapshot_interval_s: float = 30.0, partitions: int = HOST_PARTITIONS,
+                 cycle_s: float = 86400.0) -> None:
         self.state = state
         self.seen = seen
         self.traps = traps
@@ -56,6 +57,7 @@ class DedupHandler:
         self.simhash_distance = simhash_distance
         self.snapshot_interval_s = snapshot_interval_s
         self.partitions = partitions
+        self.cycle_s = cycle_s  # the per-host page budget renews every cycle
         self.cycle = 0
         self.blocklist: list[str] = []
         self._last_snapshot = time.monotonic()
@@ -115,6 +117,10 @@ class DedupHandler:
         if not await self.seen.check_and_add(record.partition, host, cand.url_fp):
             URL_DECISIONS.labels("seen").inc()
             return []
+        cycle = int(time.time() // self.cycle_s)
+        if cycle != self.cycle:
+            self.cycle = cycle
+            self.budget.forget_before(cycle)
         if not self.budget.try_consume(host, self.cycle):
             URL_DECISIONS.labels("over_budget").inc()
             return []
@@ -142,21 +148,31 @@ class DedupHandler:
     async def _parsed(self, page: ParsedPage) -> Sequence[Output]:
         now = time.time()
         prev = await self.state.url_get(page.host, page.url_fp)
-        # A replay of the same fetch (at-least-once) must repeat the first decision, not read its own
-        # write as "unchanged": otherwise a crash between the state write and the publish loses the page.
-        replay = (prev is not None and prev.fetched_at is not None and prev.status == "fetched"
-                  and abs(prev.fetched_at - page.fetched_at.timestamp()) < 0.002)
-        if replay:
-            prev = None
+        fetched_at = page.fetched_at.timestamp()
+        if (prev is not None and prev.fetched_at is not None and abs(prev.fetched_at - fetched_at) < 0.002
+                and prev.content_hash == page.content_hash):
+            # A replay of the same fetch (at-least-once): repeat the first decision instead of reading our
+            # own write as "unchanged", or a crash between the state write and the publish loses the page.
+            if prev.status == "duplicate":
+                return []
+            PAGES.labels("replayed").inc()
+            return self._publish(page, changed=prev.fetch_count > 1)
         changed = prev is None or prev.content_hash != page.content_hash
+        fetch_count = (prev.fetch_count if prev else 0) + 1
+        if not changed and prev is not None and prev.status == "duplicate":
+            # Same body as last time and it was an alias then: it stays one (a near duplicate still owns
+            # its own hash in content_index, so the claim below would wrongly make it canonical).
+            prev.fetched_at, prev.fetch_count = fetched_at, fetch_count
+            await self.state.url_put_fetch(prev)
+            PAGES.labels("duplicate").inc()
+            return []
         canonical = await self.state.content_claim(page.content_hash, page.url, page.storage_key, now)
         duplicate_of: str | None = canonical if canonical != page.url else None
         if duplicate_of is None and page.simhash is not None and changed:
             duplicate_of = await self._near_duplicate(page)
         st = UrlState(page.host, page.url_fp, page.url, page.depth, "duplicate" if duplicate_of else "fetched",
                       page.http_status, page.content_type, page.content_hash, page.simhash, page.storage_key,
-                      page.etag, page.last_modified, page.fetched_at.timestamp(),
-                      (prev.fetch_count if prev else 0) + 1, canonical_url=duplicate_of)
+                      page.etag, page.last_modified, fetched_at, fetch_count, canonical_url=duplicate_of)
         await self.state.url_put_fetch(st)
         if duplicate_of is not None:
             PAGES.labels("duplicate").inc()
@@ -165,12 +181,15 @@ class DedupHandler:
             PAGES.labels("unchanged").inc()
             return []
         PAGES.labels("new" if prev is None or prev.content_hash is None else "changed").inc()
+        return self._publish(page, changed=prev is not None and prev.content_hash is not None)
+
+    def _publish(self, page: ParsedPage, changed: bool) -> list[Output]:
         links = [] if page.nofollow else page.out_links
         out: list[Output] = [Output(PAGE_FETCHED, page.host, PageFetched(
             url=page.url, canonical_url=page.canonical_url or page.url, fetched_at=page.fetched_at,
             http_status=page.http_status, content_type=page.content_type, content_hash=page.content_hash,
             simhash=page.simhash, storage_key=page.storage_key, out_links=links, title=page.title,
-            changed=prev is not None and prev.content_hash is not None))]
+            changed=changed))]
         out.extend(self._candidates(links, page.depth + 1, page.url))
         return out
 

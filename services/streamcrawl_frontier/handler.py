@@ -79,6 +79,9 @@ class FrontierHandler:
         self.meta: dict[str, UrlMeta] = {}
         self.leases: dict[str, Lease] = {}       # host → live lease
         self.known_hosts: set[str] = set()       # hosts whose host_state was loaded
+        # URLs fetched under a lease from before a rebuild but queued again by the rebuild: skipped at
+        # dispatch (the core frontier has no delete; the host only pays one minimum delay).
+        self.cancelled: set[str] = set()
 
     # ------------------------------------------------------------------ partitions
 
@@ -116,6 +119,10 @@ class FrontierHandler:
         blocked_until = hs.next_allowed_at or 0.0
         if hs.lease_expires_at is not None and hs.lease_expires_at > now:
             blocked_until = max(blocked_until, hs.lease_expires_at)
+            if hs.lease_id and hs.lease_url:
+                # Remember the live lease: its result frees the host; any older result is stale.
+                self.leases[host] = Lease(hs.lease_id, hs.lease_url, url_fingerprint(hs.lease_url),
+                                          partition_for(host, self.partitions), hs.lease_expires_at)
         if blocked_until > 0 or hs.backoff_level:
             fr.restore_host(host, blocked_until, hs.backoff_level)
 
@@ -206,6 +213,8 @@ class FrontierHandler:
             return
         await self.state.queue_delete(part, res.host, res.url_fp)
         self.meta.pop(res.url, None)
+        if fr.is_known(res.url):  # a rebuilt queue still holds the URL this result just finished
+            self.cancelled.add(res.url)
 
     # ------------------------------------------------------------------ dispatch
 
@@ -218,6 +227,10 @@ class FrontierHandler:
                 item = fr.next(now)
                 if item is None:
                     break
+                if item.url in self.cancelled:
+                    self.cancelled.discard(item.url)
+                    fr.done(item.host, now, 0.0, 200)  # no request was made; the host keeps its timer
+                    continue
                 meta = self.meta.get(item.url) or UrlMeta(url_fingerprint(item.url), 0, part)
                 lease = Lease(uuid.uuid4().hex, item.url, meta.url_fp, part, now + self.lease_s)
                 # The lease is durable before the request exists, so a restarted frontier keeps the host

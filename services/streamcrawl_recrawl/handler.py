@@ -60,7 +60,7 @@ class RecrawlHandler:
         if (st is not None and st.next_visit_at is not None and st.change_interval_s is not None
                 and abs(st.next_visit_at - st.change_interval_s - res.started_at) < 0.002):
             # A replay of the fetch already scheduled: file the same visit again, change nothing.
-            await self.state.due_put(st.next_visit_at, res.host, res.url_fp, res.url)
+            await self.state.due_put(st.next_visit_at, res.host, res.url_fp, res.url, res.depth)
             return []
         prev_interval = st.change_interval_s if st else None
         first = st is None or st.sched_hash is None
@@ -76,7 +76,7 @@ class RecrawlHandler:
                                           (st.change_count if st else 0) + (1 if changed else 0),
                                           res.started_at if changed else (st.last_changed_at if st else None),
                                           new_hash)
-        await self.state.due_put(visit_at, res.host, res.url_fp, res.url)
+        await self.state.due_put(visit_at, res.host, res.url_fp, res.url, res.depth)
         SCHEDULED.labels("first" if first else ("changed" if changed else "unchanged")).inc()
         return []
 
@@ -90,10 +90,11 @@ class RecrawlHandler:
         self._emitted = []
         rows = await self.state.due_range(now - self.scan_lookback_s, now, self.refresh_per_scan * 4)
         out: list[Output] = []
-        for visit_at, host, fp, url in rows:
+        for visit_at, host, fp, url, depth in rows:
             if partition_for(host, self.partitions) not in self.owned:
                 continue
-            out.append(Output(URLS, host, UrlMessage(url=url, host=host, url_fp=fp, priority=3, kind="refresh")))
+            out.append(Output(URLS, host, UrlMessage(url=url, host=host, url_fp=fp, depth=depth, priority=3,
+                                                     kind="refresh")))
             self._emitted.append((visit_at, host, fp))
             if len(out) >= self.refresh_per_scan:
                 break

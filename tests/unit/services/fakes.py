@@ -19,7 +19,7 @@ import dns.message
 import dns.rcode
 import dns.rdatatype
 import dns.rrset
-from streamcrawl_runtime.crawl_state import HostState, QueuedUrl, UrlState
+from streamcrawl_runtime.crawl_state import DueRow, HostState, QueuedUrl, UrlState
 
 
 def _ms(epoch: float | None) -> float | None:
@@ -50,6 +50,7 @@ class FakeCrawlState:
         self.content: dict[str, str] = {}  # content_hash -> canonical url
         self.simhash_blocks: dict[tuple[int, int], dict[str, int]] = {}  # (block, value) -> url -> signed fp
         self.due: dict[tuple[float, str, int], str] = {}  # (next_visit_at, host, url_fp) -> url
+        self.due_depth: dict[tuple[float, str, int], int] = {}
         self.blocklist: list[str] = []
         self.calls: list[tuple[Any, ...]] = []
 
@@ -137,12 +138,14 @@ class FakeCrawlState:
             self.simhash_blocks.setdefault(key, {})[url] = _signed(simhash)
 
     # ---------------------------------------------------------------- due index
-    async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str) -> None:
+    async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None:
         self.calls.append(("due_put", next_visit_at, host, url_fp))
         self.due[(_ms(next_visit_at) or 0.0, host, url_fp)] = url
+        self.due_depth[(_ms(next_visit_at) or 0.0, host, url_fp)] = depth
 
-    async def due_range(self, start: float, end: float, limit: int) -> list[tuple[float, str, int, str]]:
-        rows = sorted((t, h, fp, url) for (t, h, fp), url in self.due.items() if start <= t <= end)
+    async def due_range(self, start: float, end: float, limit: int) -> list[DueRow]:
+        rows = sorted(DueRow(t, h, fp, url, self.due_depth.get((t, h, fp), 0))
+                      for (t, h, fp), url in self.due.items() if start <= t <= end)
         return rows[:limit]
 
     async def due_delete(self, next_visit_at: float, host: str, url_fp: int) -> None:

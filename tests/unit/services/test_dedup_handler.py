@@ -214,8 +214,6 @@ def test_replay_of_a_first_fetch_republishes() -> None:
     assert [c.url for _, c in candidates(again)] == ["http://b.test/1"]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a replay sets prev=None, so the re-published PageFetched of a changed "
-                   "page says changed=False and url_state.fetch_count falls back to 1")
 def test_replay_of_a_changed_page_republishes_the_same_message() -> None:
     rig = Rig()
     rig.page("http://a.test/p", "h1", at=T0)
@@ -226,8 +224,6 @@ def test_replay_of_a_changed_page_republishes_the_same_message() -> None:
     assert rig.url_state("http://a.test/p").fetch_count == 2
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a near-duplicate still claims its own content hash, so an unchanged "
-                   "re-fetch (or replay) finds itself canonical and rewrites url_state as 'fetched', losing the alias")
 def test_near_duplicate_alias_survives_an_unchanged_refetch() -> None:
     rig = Rig()
     rig.page("http://a.test/p", "h1")

@@ -284,8 +284,6 @@ def test_on_assign_rebuilds_queue_and_keeps_live_lease_blocked(clock: Clock) -> 
     assert (ra.url, ra.depth) == ("http://a.test/1", 4)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: after on_assign the persisted lease id is not remembered, so a "
-                   "result with an unknown (stale) lease id frees a host whose persisted lease is still live")
 def test_stale_result_after_rebuild_does_not_free_a_live_persisted_lease(clock: Clock) -> None:
     state = FakeCrawlState()
     _persisted(state, "http://a.test/1")
@@ -297,8 +295,6 @@ def test_stale_result_after_rebuild_does_not_free_a_live_persisted_lease(clock: 
     assert rig.tick(T0 + 10) == []
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: the result of the pre-restart lease deletes the queue row but the URL "
-                   "stays in the rebuilt in-memory Frontier, so it is fetched a second time")
 def test_result_of_pre_restart_lease_completes_the_url(clock: Clock) -> None:
     state = FakeCrawlState()
     _persisted(state, "http://a.test/1")

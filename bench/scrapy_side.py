@@ -102,7 +102,8 @@ class SynthSpider(scrapy.Spider):
         from twisted.internet import reactor
 
         self.window.update(t_open=time.time(), cpu_open=cpu_now())
-        reactor.callLater(self.duration, self.on_window_end)  # type: ignore[attr-defined]
+        self._write({})  # tells the bench the window has opened
+        reactor.callLater(self.duration, self.on_window_end)  # type: ignore[attr-defined,arg-type]
 
     def on_window_end(self) -> None:
         """Close the measurement window. The result is written now (the bench may not wait for Scrapy's

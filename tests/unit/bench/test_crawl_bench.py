@@ -1,0 +1,191 @@
+"""bench/crawl_bench.py without a crawl: the /proc CPU sampler, the log window counter, the violation
+readings and the report; bench/scrapy_side.py's manifest DNS resolver."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from streamcrawl_synthweb.log import LogEntry
+
+BENCH = Path(__file__).resolve().parents[3] / "bench"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+cb = _load("crawl_bench")
+
+
+def e(start: float, end: float | None = None, host: str = "h0001.synth.test", path: str = "/p/1.html",
+      status: int = 200) -> LogEntry:
+    return LogEntry(host=host, ip="127.10.0.1", port=8480, client="127.0.0.1", method="GET", path=path,
+                    status=status, start=start, end=start + 0.01 if end is None else end, bytes=10, ua="t")
+
+
+# ------------------------------------------------------------------ /proc CPU
+
+
+def test_parse_proc_stat_counts_fields_after_the_last_paren() -> None:
+    # comm with spaces and a ')' inside; utime=100 stime=50 cutime=20 cstime=10 ticks
+    fields = ["S", "1", "1", "1", "0", "-1", "4194304", "0", "0", "0", "0", "100", "50", "20", "10", "20", "0"]
+    line = "4242 (we (ird) name) " + " ".join(fields) + "\n"
+    assert cb.parse_proc_stat(line) == pytest.approx(180 / cb.CLK_TCK)
+    assert cb.parse_proc_stat(line, children=False) == pytest.approx(150 / cb.CLK_TCK)
+
+
+def test_cpu_seconds_of_self_tracks_os_times() -> None:
+    before = cb.cpu_seconds(os.getpid(), children=False)
+    t = time.process_time()
+    while time.process_time() - t < 0.3:
+        pass
+    after = cb.cpu_seconds(os.getpid(), children=False)
+    assert before is not None and after is not None
+    assert 0.2 <= after - before <= 1.0
+    own = os.times()
+    assert after == pytest.approx(own.user + own.system, abs=0.05)
+
+
+def test_cpu_seconds_of_a_busy_child_and_of_a_gone_pid() -> None:
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import time\nt=time.process_time()\nwhile time.process_time()-t<0.4: pass\n"
+                              "time.sleep(30)"])
+    try:
+        deadline = time.time() + 20
+        used = 0.0
+        while time.time() < deadline and used < 0.35:
+            time.sleep(0.1)
+            used = cb.cpu_seconds(child.pid) or 0.0
+        assert used >= 0.35
+        deltas = cb.cpu_delta({"child": 0.0, "gone": 1.0}, cb.sample_cpu({"child": child.pid, "gone": 2**22 + 7}))
+        assert set(deltas) == {"child"} and deltas["child"] >= 0.35
+    finally:
+        child.kill()
+        child.wait()
+    assert cb.cpu_seconds(child.pid) is None
+
+
+def test_infra_pids_reads_pidfiles_of_live_processes_only(tmp_path: Path) -> None:
+    (tmp_path / "kafka.pid").write_text(f"{os.getpid()}\n")
+    (tmp_path / "cassandra.pid").write_text("garbage\n")
+    (tmp_path / "s3.pid").write_text(f"{2**22 + 7}\n")
+    assert cb.infra_pids(tmp_path) == {"kafka": os.getpid()}
+
+
+def test_machine_busy_is_monotonic() -> None:
+    a = cb.machine_busy_s()
+    b = cb.machine_busy_s()
+    assert 0 < a <= b
+
+
+# ------------------------------------------------------------------ the log
+
+
+def test_count_window_excludes_robots_non_200_and_outside_requests() -> None:
+    log = [
+        e(99.9),  # before the window
+        e(100.0, path="/robots.txt"),  # robots: a request, not a page
+        e(100.0, host="h0002.synth.test", path="/robots-real.txt"),
+        e(100.5),  # page, first bin
+        e(101.0, path="/p/1.html"),  # same page again: counted, not distinct
+        e(105.0, status=304),  # not a page
+        e(112.0, host="h0002.synth.test", path="/p/2.html"),  # page, second bin
+        e(119.99, host="h0003.synth.test", path="/"),  # last instant inside
+        e(120.0),  # end is exclusive
+    ]
+    c = cb.count_window(log, 100.0, 120.0, bin_s=10.0)
+    assert (c.requests, c.robots, c.pages, c.distinct_pages, c.hosts) == (7, 2, 4, 3, 3)
+    assert c.bins == [2, 2]
+
+
+def test_bin_rates_divide_the_short_last_bin_by_its_width() -> None:
+    r = cb.SideResult("x", 10, 0.0, 25.0, cb.WindowCounts(pages=60, bins=[30, 20, 10]), {}, 0.0, {}, 0.0, {})
+    assert cb.bin_rates(r, 10.0) == pytest.approx([3.0, 2.0, 2.0])
+
+
+def test_start_gap_violations() -> None:
+    log = [e(0.0, 0.3), e(0.8, 0.81), e(2.0, 2.01),  # 0.8 s start-to-start: short
+           e(10.0, 15.0, host="h2"), e(11.0, 11.1, host="h2"), e(13.0, 13.1, host="h2")]  # two under a long one
+    assert cb.start_gap_violations(log) == (1, 2)
+    assert cb.start_gap_violations([e(0.0), e(0.96), e(2.0)]) == (0, 0)  # within the 0.05 s tolerance
+
+
+def test_violation_summary_readings() -> None:
+    manifest = {"profile": {"crawl_delay_s": 2.0},
+                "hosts": {"a": {"kind": "normal"}, "cd": {"kind": "robots_crawl_delay"},
+                          "r5": {"kind": "robots_500"}}}
+    log = [
+        e(0.0, 0.2, host="a"), e(1.5, 1.51, host="a"),  # 1.3 s quiet: fine by 1 s, short of 10 x 0.2 s
+        e(0.0, host="cd"), e(1.2, host="cd"),  # 1.19 s after: short of Crawl-delay 2 s only
+        e(0.0, host="r5", path="/robots.txt", status=500), e(1.5, host="r5", path="/"),  # robots failed
+    ]
+    v = cb.violation_summary(log, manifest)
+    assert v["project_rule"] == 2 and v["project_rule_hosts"] == 2
+    assert v["crawl_delay"] == 1
+    assert v["end_to_start_1s"] == 0 and v["start_to_start_1s"] == 0 and v["overlaps"] == 0
+    assert v["robots_unavailable_hits"] == 1
+    assert cb.crawl_delays(manifest) == {"cd": 2.0}
+
+
+# ------------------------------------------------------------------ report
+
+
+def _result(side: str, pages: int, cpu: float) -> object:
+    v = dict.fromkeys(("project_rule", "project_rule_hosts", "crawl_delay", "end_to_start_1s",
+                       "start_to_start_1s", "overlaps", "robots_unavailable_hits"), 0)
+    return cb.SideResult(side, 2000, 0.0, 180.0, cb.WindowCounts(requests=pages + 100, pages=pages, bins=[pages]),
+                         {side: cpu}, 5.0, {"kafka": 9.0}, 300.0, v, {"scrapy_version": "2.19.0", "proc_cpu_s": cpu})
+
+
+def test_render_table_has_both_sides_and_the_ratio() -> None:
+    args = cb.parse_args(["--hosts", "2000", "--duration", "180"])
+    info = {"cores": 2, "cpu": "cpu", "python": "3.11", "kernel": "k", "load": (1.0, 1.0, 1.0),
+            "load_start": (2.0, 2.0, 2.0)}
+    md = cb.render({"streamcrawl": [_result("streamcrawl", 9000, 90.0)], "scrapy": [_result("scrapy", 18000, 90.0)]},
+                   args, info, "cmd")
+    assert "| **pages/s** (HTTP 200, robots.txt excluded, from the server log) | 50.0 | 100.0 | 0.50× |" in md
+    assert "| **crawler CPU-ms per page** | 10.0 | 5.0 | 2.00× |" in md
+    assert "| politeness bound (hosts ÷ 1 s) | 2,000 | 2,000 | |" in md
+    assert "Scrapy 2.19.0" in md
+
+
+def test_parse_args_defaults() -> None:
+    a = cb.parse_args([])
+    assert isinstance(a, argparse.Namespace)
+    assert (a.hosts, a.duration, a.only, a.http_port, a.dns_port) == (2000, 180.0, "both", 8480, 8553)
+
+
+# ------------------------------------------------------------------ scrapy side
+
+
+def test_manifest_resolver_answers_from_the_manifest() -> None:
+    pytest.importorskip("scrapy")
+    from twisted.internet.error import DNSLookupError
+
+    ss = _load("scrapy_side")
+    table = ss.host_table({"hosts": {"h0001.synth.test": {"ip": "127.10.0.1", "kind": "normal"},
+                                     "h0002.synth.test": {"ip": "127.10.0.2", "kind": "dns_nxdomain"}}})
+    r = ss.ManifestResolver(None, table)
+    got: list[object] = []
+    r.getHostByName("H0001.synth.test.").addBoth(got.append)
+    r.getHostByName("h0002.synth.test").addBoth(got.append)
+    r.getHostByName("nowhere.synth.test").addBoth(got.append)
+    assert got[0] == "127.10.0.1"
+    assert all(f.check(DNSLookupError) for f in got[1:])  # type: ignore[attr-defined]
+    s = ss.settings(Path("/m.json"), 30.0)
+    assert (s["CONCURRENT_REQUESTS_PER_DOMAIN"], s["DOWNLOAD_DELAY"], s["ROBOTSTXT_OBEY"],
+            s["RANDOMIZE_DOWNLOAD_DELAY"], s["AUTOTHROTTLE_ENABLED"]) == (1, 1.0, True, False, False)
+    assert "streamcrawl-bench-scrapy" in s["USER_AGENT"]

@@ -147,6 +147,16 @@ class RunLoop:
 
     # ------------------------------------------------------------------ lifecycle
 
+    def processed_upto(self, topic: str, partition: int) -> int | None:
+        """Every record of the partition below this offset has been handled (None: nothing seen yet).
+        A snapshot of handler state taken now covers at least the records below it."""
+        tracker = self._offsets.get((topic, partition))
+        if tracker is None:
+            return None
+        if tracker.pending:
+            return min(tracker.pending)
+        return tracker.highest_seen + 1 if tracker.highest_seen >= 0 else None
+
     def stop(self) -> None:
         self._stopping = True
 

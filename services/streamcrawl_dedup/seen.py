@@ -1,16 +1,18 @@
 """The URL seen-set of one dedup instance: a Bloom filter per owned partition, backed by the exact record
-in Cassandra url_state, snapshotted to S3 and restored on assignment.
+in Cassandra url_state for "maybe" answers, snapshotted to S3 and restored on assignment.
 
-A Bloom "no" is definitive (no read); a "maybe" is settled by the exact store. Snapshots are written
-every snapshot_interval_s, on revoke and on shutdown, so a clean restart or rebalance is exact; after a
-kill -9, URLs first seen since the last snapshot can be admitted once more (then caught by content
-dedup as an unchanged body): a bounded, stated duplicate budget.
+A Bloom "no" is definitive (no read), so a restored filter must hold every URL admitted before the
+crash. Each snapshot is stored with an offset S of the url_candidates partition such that every
+candidate below S was in the filter when it was serialized; on restore the candidates from S to the
+partition's end are replayed into the filter (a few seconds of traffic). Extra entries are harmless: a
+"maybe" is settled by the exact store. So a kill -9 re-admits nothing that was already seen.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from streamcrawl_core.bloom import BloomFilter
 from streamcrawl_runtime.blobstore import BlobStore
@@ -18,38 +20,71 @@ from streamcrawl_runtime.crawl_state import CrawlState
 
 log = logging.getLogger("streamcrawl.dedup.seen")
 
+#: (partition, start offset) → (URL fingerprints of the candidates from start to the end, next offset)
+Replay = Callable[[int, int], tuple[list[int], int]]
+#: partition → every candidate below this offset has been handled (None: nothing handled yet)
+Progress = Callable[[int], "int | None"]
+
 
 def snapshot_key(part: int) -> str:
     return f"bloom/urls-part-{part:04d}.bin"
 
 
+def offset_key(part: int) -> str:
+    return f"bloom/urls-part-{part:04d}.offset"
+
+
 class SeenSet:
-    def __init__(self, state: CrawlState, blobs: BlobStore, capacity: int, fp_rate: float) -> None:
+    def __init__(self, state: CrawlState, blobs: BlobStore, capacity: int, fp_rate: float,
+                 replay: Replay | None = None) -> None:
         self.state = state
         self.blobs = blobs
         self.capacity = capacity
         self.fp_rate = fp_rate
+        self.replay = replay
+        self.progress: Progress | None = None  # bound by main() to the run loop once it exists
         self.blooms: dict[int, BloomFilter] = {}
+        self.upto: dict[int, int] = {}
         self.dirty: set[int] = set()
         self.exact_reads = 0
 
     async def restore(self, part: int) -> None:
         data = await asyncio.to_thread(self.blobs.get_bytes, snapshot_key(part))
+        raw_offset = await asyncio.to_thread(self.blobs.get_bytes, offset_key(part))
         bloom: BloomFilter | None = None
         if data is not None:
             try:
                 bloom = BloomFilter.from_bytes(data)
             except ValueError:
                 log.warning("corrupt bloom snapshot ignored", extra={"partition": part})
-        self.blooms[part] = bloom or BloomFilter(self.capacity, self.fp_rate)
-        log.info("bloom restored", extra={"partition": part, "items": len(self.blooms[part]),
-                                          "from_snapshot": bloom is not None})
+        start = 0
+        if bloom is not None and raw_offset is not None:
+            try:
+                start = max(0, int(raw_offset.decode()))
+            except ValueError:
+                start = 0
+        bloom = bloom or BloomFilter(self.capacity, self.fp_rate)
+        replayed = 0
+        if self.replay is not None:
+            fps, end = await asyncio.to_thread(self.replay, part, start)
+            bloom.add_many(fps)
+            replayed, start = len(fps), end
+        self.blooms[part] = bloom
+        self.upto[part] = start
+        log.info("bloom restored", extra={"partition": part, "items": len(bloom), "replayed": replayed,
+                                          "from_snapshot": data is not None})
 
     async def snapshot(self, part: int) -> None:
         bloom = self.blooms.get(part)
         if bloom is None:
             return
-        await asyncio.to_thread(self.blobs.put_bytes, snapshot_key(part), bloom.to_bytes())
+        # The offset is read before the filter is serialized, so it never claims more than the bytes hold.
+        handled = self.progress(part) if self.progress is not None else None
+        upto = max(handled or 0, self.upto.get(part, 0))
+        data = bloom.to_bytes()
+        await asyncio.to_thread(self.blobs.put_bytes, snapshot_key(part), data)
+        await asyncio.to_thread(self.blobs.put_bytes, offset_key(part), str(upto).encode())
+        self.upto[part] = upto
         self.dirty.discard(part)
 
     async def snapshot_dirty(self) -> None:
@@ -59,6 +94,7 @@ class SeenSet:
     async def drop(self, part: int) -> None:
         await self.snapshot(part)
         self.blooms.pop(part, None)
+        self.upto.pop(part, None)
 
     async def check_and_add(self, part: int, host: str, url_fp: int) -> bool:
         """True if the URL is new (and now recorded as seen in the Bloom filter)."""

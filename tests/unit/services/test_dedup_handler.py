@@ -15,7 +15,7 @@ from streamcrawl_core.partition import partition_for
 from streamcrawl_core.simhash import to_signed64
 from streamcrawl_core.traps import TrapConfig
 from streamcrawl_dedup.handler import DedupHandler
-from streamcrawl_dedup.seen import SeenSet, snapshot_key
+from streamcrawl_dedup.seen import SeenSet, offset_key, snapshot_key
 from streamcrawl_runtime.blobstore import MemoryBlobStore
 from streamcrawl_runtime.errors import PoisonMessage
 from streamcrawl_runtime.kafka_loop import Output, Record
@@ -304,5 +304,34 @@ def test_periodic_snapshot_writes_only_dirty_partitions() -> None:
     rig.h.snapshot_interval_s = 0.0
     rig.cand("http://a.test/1")
     rig.run(rig.h.tick(T0))
-    assert list(rig.blobs.objects) == [snapshot_key(partition_for("a.test", 8))]
+    part = partition_for("a.test", 8)
+    assert sorted(rig.blobs.objects) == sorted([snapshot_key(part), offset_key(part)])
     assert rig.seen.dirty == set()
+
+
+def test_restore_replays_candidates_after_the_snapshot_offset() -> None:
+    """A kill -9 after a snapshot: URLs admitted after it come back from the url_candidates replay,
+    so the restored filter re-admits none of them (the exact store is empty here on purpose)."""
+    blobs = MemoryBlobStore()
+    part = partition_for("a.test", 8)
+    first = Rig(FakeCrawlState(), blobs)
+    first.seen.progress = lambda p: 10  # candidates below offset 10 were handled
+    for i in range(5):
+        first.cand(f"http://a.test/{i}")
+    first.run(first.seen.snapshot(part))
+    assert blobs.get_bytes(offset_key(part)) == b"10"
+    later = [url_fingerprint(f"http://a.test/late{i}") for i in range(3)]  # offsets 10..12, after the snapshot
+    calls: list[tuple[int, int]] = []
+
+    def replay(p: int, start: int) -> tuple[list[int], int]:
+        calls.append((p, start))
+        return later, 13
+
+    second = Rig(FakeCrawlState(), blobs, assign=False)
+    second.seen.replay = replay
+    second.run(second.h.on_assign([part]))
+    assert calls == [(part, 10)]
+    bloom = second.seen.blooms[part]
+    assert all(fp in bloom for fp in later)
+    assert all(url_fingerprint(f"http://a.test/{i}") in bloom for i in range(5))
+    assert second.seen.upto[part] == 13

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer
-
 from streamcrawl_contracts.topics import PAGE_FETCHED
 from streamcrawl_launcher.crawl import Crawl, CrawlOptions
 from streamcrawl_runtime.blobstore import S3BlobStore

@@ -189,3 +189,79 @@ def test_manifest_resolver_answers_from_the_manifest() -> None:
     assert (s["CONCURRENT_REQUESTS_PER_DOMAIN"], s["DOWNLOAD_DELAY"], s["ROBOTSTXT_OBEY"],
             s["RANDOMIZE_DOWNLOAD_DELAY"], s["AUTOTHROTTLE_ENABLED"]) == (1, 1.0, True, False, False)
     assert "streamcrawl-bench-scrapy" in s["USER_AGENT"]
+
+
+# ------------------------------------------------------------------ the streamcrawl side's flow, without the stack
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.10.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+FAKE_SERVICE = """
+import json, sys, time, urllib.request
+manifest = json.load(open(sys.argv[1]))
+normal = [n for n, info in manifest["hosts"].items() if info["kind"] == "normal"]
+end = time.time() + 60
+while time.time() < end:  # one home page every 0.2 s, round robin over the ordinary hosts
+    for name in normal:
+        ip = manifest["hosts"][name]["ip"]
+        req = urllib.request.Request(f"http://{ip}:{manifest['http_port']}/", headers={"Host": name})
+        try:
+            urllib.request.urlopen(req, timeout=5).read()
+        except Exception:
+            pass
+        time.sleep(0.2)
+"""
+
+
+def test_run_streamcrawl_flow_with_fake_services(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real synthetic web, the launcher's own process handling, and five stand-in 'services' (one of
+    which fetches a few pages) instead of the stack: exercises settle, CPU windows, log counting, stop."""
+    launcher = pytest.importorskip("streamcrawl_launcher.crawl")
+    seeded: list[list[str]] = []
+
+    class FakeCrawl:
+        _spawn = launcher.Crawl._spawn
+        _start_synthweb = launcher.Crawl._start_synthweb
+        stop = launcher.Crawl.stop
+        dead_services = launcher.Crawl.dead_services
+
+        def __init__(self, opt: object) -> None:
+            self.opt = opt
+            self.procs: dict[str, subprocess.Popen[bytes]] = {}
+            self.manifest: dict[str, object] = {}
+            self.workdir = opt.workdir.resolve()  # type: ignore[attr-defined]
+            self.logs = self.workdir / "logs"
+
+        def env(self) -> dict[str, str]:
+            return dict(os.environ)
+
+        def start(self) -> None:
+            self._start_synthweb()
+            for name in launcher.SERVICES:
+                code = FAKE_SERVICE if name == "fetcher" else "import time; time.sleep(600)"
+                self._spawn(name, ["-c", code, str(self.workdir / "manifest.json")])
+
+        def seed(self, urls: list[str]) -> int:
+            seeded.append(urls)
+            return len(urls)
+
+    monkeypatch.setattr(launcher, "Crawl", FakeCrawl)
+    monkeypatch.setattr(cb, "infra_pids", lambda: {"kafka": os.getpid()})
+    args = cb.parse_args(["--hosts", "20", "--duration", "4", "--profile", "fast", "--bin", "2",
+                          "--http-port", str(_free_port()), "--dns-port", str(_free_port())])
+    r = cb.run_streamcrawl(args, cb.fresh_dir(tmp_path / "sc"))
+    assert seeded and len(seeded[0]) == 20
+    assert set(r.crawler_cpu) == set(launcher.SERVICES) and "synthweb" not in r.crawler_cpu
+    assert r.crawler_cpu["fetcher"] >= 0 and r.synthweb_cpu_s >= 0 and set(r.infra_cpu) == {"kafka"}
+    assert 4.0 <= r.window_s < 6.0
+    # the stand-in fetcher's requests reached the server log; those inside the window count as pages
+    assert r.counts.requests <= r.extra["log_requests_total"]
+    assert 5 <= r.counts.pages == r.counts.requests <= 4 / 0.2 + 2
+    assert r.pages_per_s == pytest.approx(r.counts.pages / r.window_s)
+    assert r.violations["overlaps"] == 0

@@ -11,7 +11,16 @@ import mmh3
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from streamcrawl_core.simhash import SimHashIndex, from_signed64, hamming, simhash, to_signed64
+from streamcrawl_core.simhash import (
+    _VECTOR_MIN_CHARS,
+    SimHashIndex,
+    _simhash_ascii,
+    _simhash_generic,
+    from_signed64,
+    hamming,
+    simhash,
+    to_signed64,
+)
 
 _VOCAB = """the of and to in is that for it as was with be by on not he this are or his from at which but have an
 they you were her she there been one all we their has would when if so what up out no about into them can only other
@@ -171,7 +180,7 @@ def test_index_keys_duplicates_remove_and_signed_input() -> None:
     assert idx.remove(123, "zz") is False
     assert idx.remove(-1, "b") is True
     assert len(idx) == 0 and idx.query(-1) == []
-    assert all(not t for t in idx._tables)
+    assert all(bucket is None for table in idx._tables for bucket in table)  # no empty buckets left
 
 
 def test_index_bad_input() -> None:
@@ -187,3 +196,56 @@ def test_index_bad_input() -> None:
         idx.query(1.5)  # type: ignore[arg-type]
     idx.add(8, "k")
     assert idx.query(8) == [("k", 8, 0)] and idx.query(9) == []
+
+
+# --- the vectorized ASCII path must give exactly the generic path's value ----------------------------
+
+_ASCII_TEXT = st.text(alphabet=st.characters(max_codepoint=127), max_size=400)
+
+
+@settings(max_examples=300)
+@given(_ASCII_TEXT, st.integers(min_value=1, max_value=5), st.booleans())
+def test_vectorized_ascii_path_matches_generic(text: str, shingle: int, ignore_numbers: bool) -> None:
+    fast = _simhash_ascii(text, shingle, ignore_numbers)
+    if fast is not None:  # None = fewer tokens than one shingle; simhash() then uses the generic path
+        assert fast == _simhash_generic(text, shingle, ignore_numbers)
+
+
+def _noisy_page(rnd: random.Random, nbytes: int) -> str:
+    """ASCII text with every token shape the tokenizer must get right: long words (multi-block
+    MurmurHash3 features), digits, mixed alnum, underscores, case, punctuation runs, all whitespace."""
+    pieces, size = [], 0
+    while size < nbytes:
+        kind = rnd.random()
+        if kind < 0.6:
+            w = rnd.choice(_VOCAB)
+        elif kind < 0.7:
+            w = str(rnd.randrange(10 ** rnd.randint(1, 12)))
+        elif kind < 0.8:
+            w = "".join(rnd.choice("abcXYZ019_") for _ in range(rnd.randint(1, 70)))
+        else:
+            w = rnd.choice(["A", "THE", "unused", "x_y", "_", "__init__", "co-op", "e.g.", "it's"])
+        sep = rnd.choice([" ", " ", " ", "  ", "\n\n", "\t", ", ", ". ", " -- ", "/", "(", ")\r\n", "\x0b"])
+        pieces.append(w + sep)
+        size += len(w) + len(sep)
+    return "".join(pieces)
+
+
+def test_vectorized_ascii_path_on_long_pages() -> None:
+    rnd = random.Random(99)
+    for i in range(60):
+        page = _noisy_page(rnd, rnd.choice([3_000, 8_000, 20_000]))
+        shingle = 1 + i % 4
+        for ignore in (True, False):
+            assert _simhash_ascii(page, shingle, ignore) == _simhash_generic(page, shingle, ignore)
+        assert simhash(page, shingle) == _reference(page, shingle)
+
+
+def test_threshold_paths_agree() -> None:
+    # just below / above the length where simhash() switches to numpy
+    base = _article(random.Random(5), 2000)
+    for cut in (_VECTOR_MIN_CHARS - 1, _VECTOR_MIN_CHARS, _VECTOR_MIN_CHARS + 1):
+        text = base[:cut]
+        assert simhash(text) == _simhash_generic(text, 3, True) == _reference(text)
+    assert simhash("1 2 3 " * 1000) == 0 == simhash("!!! " * 1000)  # long, but no word tokens
+    assert simhash("word " + "7 " * 2000) == _reference("word " + "7 " * 2000)  # one token left

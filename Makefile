@@ -65,5 +65,11 @@ bench-core: venv
 	$(VPY) bench/core_a.py
 	$(VPY) bench/core_b.py
 
+# Whole crawl vs Scrapy on 2,000 synthetic hosts (docs/benchmarks-crawl.md). Resets the crawl's topics,
+# tables and bucket on the local stack, and uses ports 8480/8553: run it when no other crawl uses them.
+bench-crawl: stack-up
+	$(VPY) -m pip install -q -r requirements-bench.txt
+	$(VPY) bench/crawl_bench.py --hosts 2000 --duration 180 --out docs/benchmarks-crawl.md
+
 clean: stack-down
 	rm -rf $(VENV) .stack

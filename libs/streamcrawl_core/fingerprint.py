@@ -36,12 +36,14 @@ def url_fingerprint(normalized_url: str) -> int:
     """
     if not isinstance(normalized_url, str):
         raise TypeError(f"url_fingerprint() needs str, not {type(normalized_url).__name__}")
+    if normalized_url.isascii():  # every normalize() output: mmh3 hashes a str as its UTF-8 bytes
+        return int(mmh3.hash64(normalized_url, 0, True, True)[0])
     # surrogatepass: a str with lone surrogates still gets a defined (if odd) fingerprint.
     data = normalized_url.encode("utf-8", "surrogatepass")
     return int(mmh3.hash64(data, 0, True, True)[0])
 
 
-def content_hash(body: bytes) -> str:
+def content_hash(body: bytes | bytearray | memoryview) -> str:
     """SHA-256 of ``body`` as 64 lowercase hex characters. Raises ``TypeError`` for non-bytes."""
     if not isinstance(body, bytes | bytearray | memoryview):
         raise TypeError(f"content_hash() needs bytes, not {type(body).__name__}")

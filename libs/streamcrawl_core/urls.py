@@ -120,7 +120,10 @@ def remove_dot_segments(path: str) -> str:
     """RFC 3986 section 5.2.4. Absolute paths use an equivalent O(n) segment walk."""
     if "." not in path:
         return path
-    if not path.startswith("/"):
+    if path.startswith("/"):
+        if "/." not in path:  # every segment of an absolute path follows a "/": no dot segment here
+            return path
+    else:
         return _remove_dot_segments_literal(path)
     segs = path.split("/")
     out: list[str] = []
@@ -305,7 +308,7 @@ _DEFAULT_PORT = {"http": "80", "https": "443"}
 _STRIP_CHARS = "".join(chr(c) for c in range(33))  # C0 controls and space, as browsers do
 
 
-def _clean_input(s: str, config: NormalizerConfig) -> str:
+def _clean_input(s: str, max_length: int) -> str:
     if not isinstance(s, str):
         raise UrlError("type", f"expected str, got {type(s).__name__}")
     s = s.strip(_STRIP_CHARS)
@@ -313,7 +316,7 @@ def _clean_input(s: str, config: NormalizerConfig) -> str:
         s = s.replace("\t", "").replace("\n", "").replace("\r", "")
     # Guard against pathological input before doing O(n) work; no valid result could come out
     # of something this long except via massive parameter stripping.
-    if len(s) > 16 * config.max_length:
+    if len(s) > 16 * max_length:
         raise UrlError("too_long", f"{len(s)} chars")
     return s
 
@@ -363,21 +366,60 @@ def _first(kv: tuple[str, str]) -> str:
     return kv[0]
 
 
+# Absolute http(s) URLs made only of characters that need no cleaning, decoding or escaping: no
+# surrounding blanks/controls, no userinfo, IP literal or "%" in the authority, no "%" or ";" in the path,
+# only legal characters in the query, anything but controls/space in the (dropped) fragment. For these,
+# every step of the full path that is an identity is skipped; every other step calls the same helper.
+# (The scheme is spelled out, not matched with (?i): Unicode case folding would accept "httpſ".)
+_FAST_RE = re.compile(
+    rf"([Hh][Tt][Tt][Pp][Ss]?)://([A-Za-z0-9._\-]+(?::[0-9]{{1,5}})?)"
+    rf"(/[{_PCHAR_CLASS.replace(';', '')}/]*)?(?:\?([{_PCHAR_CLASS}/?]*))?(?:#[^\x00-\x20]*)?"
+)
+
+
 def normalize(url: str, base: str | None = None, config: NormalizerConfig = DEFAULT_CONFIG) -> str:
     """Canonical absolute http(s) URL for ``url`` (resolved against ``base`` if relative).
 
     Raises ``UrlError`` (reason: type/scheme/userinfo/host/port/too_long/malformed/base) for anything
     a crawler should not fetch or cannot spell canonically.
     """
-    url = _clean_input(url, config)
+    m = _FAST_RE.fullmatch(url) if isinstance(url, str) and len(url) <= 16 * config.max_length else None
+    if m is None:
+        return _normalize_full(url, base, config)
+    scheme_raw, authority, path, query = m.groups()
+    scheme = scheme_raw.lower()
+    host, port = _split_authority(authority, scheme)
+    if path is None:
+        path = "/"
+    elif "/." in path:
+        path = remove_dot_segments(path)
+    query = _normalize_query(query, config) if query else ""
+    out = f"{scheme}://{host}:{port}{path}" if port else f"{scheme}://{host}{path}"
+    if query:
+        out = f"{out}?{query}"
+    if len(out) > config.max_length:
+        raise UrlError("too_long", f"{len(out)} > {config.max_length}")
+    return out
+
+
+@functools.lru_cache(maxsize=1024)  # the links of one page share their base
+def _base_parts(base: str, max_length: int) -> _Parts:
+    b = _split(_clean_input(base, max_length))
+    if b.scheme is None:
+        raise UrlError("base", "base URL must be absolute")
+    return b
+
+
+def _normalize_full(url: str, base: str | None, config: NormalizerConfig) -> str:
+    """The general path of ``normalize``: every step, for any input."""
+    url = _clean_input(url, config.max_length)
     parts = _split(url)
     if parts.scheme is None:
         if base is None:
             raise UrlError("scheme", "relative URL without base")
-        b = _split(_clean_input(base, config))
-        if b.scheme is None:
-            raise UrlError("base", "base URL must be absolute")
-        parts = _resolve_parts(b, parts)
+        if not isinstance(base, str):
+            raise UrlError("type", f"expected str, got {type(base).__name__}")
+        parts = _resolve_parts(_base_parts(base, config.max_length), parts)
     scheme = (parts.scheme or "").lower()
     if scheme not in _DEFAULT_PORT:
         raise UrlError("scheme", f"unsupported scheme {scheme[:16]!r}")

@@ -11,6 +11,7 @@ from streamcrawl_core.urls import (
     DEFAULT_CONFIG,
     NormalizerConfig,
     UrlError,
+    _normalize_full,
     _remove_dot_segments_literal,
     host_of,
     normalize,
@@ -77,41 +78,41 @@ def test_segment_walk_matches_literal_rfc_algorithm(segments: list[str]) -> None
     assert remove_dot_segments(path) == _remove_dot_segments_literal(path)
 
 
-@pytest.mark.parametrize(
-    ("raw", "expected"),
-    [
-        ("HTTP://Example.com:80/a/./b?utm_source=x#top", "http://example.com/a/b"),
-        ("http://EXAMPLE.com:80/", "http://example.com/"),
-        ("https://example.com:443", "https://example.com/"),
-        ("https://example.com:80/", "https://example.com:80/"),
-        ("http://example.com:0080/x", "http://example.com/x"),
-        ("http://example.com:/x", "http://example.com/x"),
-        ("http://a.com/%7euser/%2f%41b?%3d=1", "http://a.com/~user/%2FAb?%3D=1"),
-        ("http://a.com/%7Ea/%2e%2E/b", "http://a.com/b"),
-        ("http://a.com/a b/ä?q=ü x", "http://a.com/a%20b/%C3%A4?q=%C3%BC%20x"),
-        ("http://a.com/100%", "http://a.com/100%25"),
-        ('http://a.com/"<>\\^`{|}', "http://a.com/%22%3C%3E%5C%5E%60%7B%7C%7D"),
-        ("http://a.com/x;jsessionid=ABC123?sid=9&z=2", "http://a.com/x?z=2"),
-        ("http://a.com/x;JSESSIONID=1;v=2/y", "http://a.com/x;v=2/y"),
-        ("http://a.com/?b=2&a=1&fbclid=z&UTM_Campaign=c&GCLID=q", "http://a.com/?a=1&b=2"),
-        ("http://a.com/p?a=2&c=0&a=1&b", "http://a.com/p?a=2&a=1&b&c=0"),
-        ("http://a.com/?&&a=1&", "http://a.com/?a=1"),
-        ("http://a.com/?", "http://a.com/"),
-        ("http://a.com/?utm_source=x", "http://a.com/"),
-        ("http://a.com/q?x=a+b&y=%20", "http://a.com/q?x=a+b&y=%20"),
-        ("http://a.com/?next=/a?b", "http://a.com/?next=/a?b"),
-        ("  http://a.com/\n  x\t ", "http://a.com/%20%20x"),
-        ("http://bücher.DE/", "http://xn--bcher-kva.de/"),
-        ("http://faß.de/", "http://xn--fa-hia.de/"),
-        ("http://例え.テスト/", "http://xn--r8jz45g.xn--zckzah/"),
-        ("http://a_b.例え.jp/", "http://a_b.xn--r8jz45g.jp/"),
-        ("http://exa%6Dple.com/", "http://example.com/"),
-        ("http://example.com./a", "http://example.com/a"),
-        ("http://[2001:DB8:0::1]:8080/a", "http://[2001:db8::1]:8080/a"),
-        ("http://192.168.0.1:80/", "http://192.168.0.1/"),
-        ("http://a_b.example.com/", "http://a_b.example.com/"),
-    ],
-)
+_EXAMPLES = [
+    ("HTTP://Example.com:80/a/./b?utm_source=x#top", "http://example.com/a/b"),
+    ("http://EXAMPLE.com:80/", "http://example.com/"),
+    ("https://example.com:443", "https://example.com/"),
+    ("https://example.com:80/", "https://example.com:80/"),
+    ("http://example.com:0080/x", "http://example.com/x"),
+    ("http://example.com:/x", "http://example.com/x"),
+    ("http://a.com/%7euser/%2f%41b?%3d=1", "http://a.com/~user/%2FAb?%3D=1"),
+    ("http://a.com/%7Ea/%2e%2E/b", "http://a.com/b"),
+    ("http://a.com/a b/ä?q=ü x", "http://a.com/a%20b/%C3%A4?q=%C3%BC%20x"),
+    ("http://a.com/100%", "http://a.com/100%25"),
+    ('http://a.com/"<>\\^`{|}', "http://a.com/%22%3C%3E%5C%5E%60%7B%7C%7D"),
+    ("http://a.com/x;jsessionid=ABC123?sid=9&z=2", "http://a.com/x?z=2"),
+    ("http://a.com/x;JSESSIONID=1;v=2/y", "http://a.com/x;v=2/y"),
+    ("http://a.com/?b=2&a=1&fbclid=z&UTM_Campaign=c&GCLID=q", "http://a.com/?a=1&b=2"),
+    ("http://a.com/p?a=2&c=0&a=1&b", "http://a.com/p?a=2&a=1&b&c=0"),
+    ("http://a.com/?&&a=1&", "http://a.com/?a=1"),
+    ("http://a.com/?", "http://a.com/"),
+    ("http://a.com/?utm_source=x", "http://a.com/"),
+    ("http://a.com/q?x=a+b&y=%20", "http://a.com/q?x=a+b&y=%20"),
+    ("http://a.com/?next=/a?b", "http://a.com/?next=/a?b"),
+    ("  http://a.com/\n  x\t ", "http://a.com/%20%20x"),
+    ("http://bücher.DE/", "http://xn--bcher-kva.de/"),
+    ("http://faß.de/", "http://xn--fa-hia.de/"),
+    ("http://例え.テスト/", "http://xn--r8jz45g.xn--zckzah/"),
+    ("http://a_b.例え.jp/", "http://a_b.xn--r8jz45g.jp/"),
+    ("http://exa%6Dple.com/", "http://example.com/"),
+    ("http://example.com./a", "http://example.com/a"),
+    ("http://[2001:DB8:0::1]:8080/a", "http://[2001:db8::1]:8080/a"),
+    ("http://192.168.0.1:80/", "http://192.168.0.1/"),
+    ("http://a_b.example.com/", "http://a_b.example.com/"),
+]
+
+
+@pytest.mark.parametrize(("raw", "expected"), _EXAMPLES)
 def test_normalize_examples(raw: str, expected: str) -> None:
     assert normalize(raw) == expected
     assert normalize(expected) == expected
@@ -132,43 +133,43 @@ def test_normalize_relative(ref: str, base: str, expected: str) -> None:
     assert normalize(ref, base) == expected
 
 
-@pytest.mark.parametrize(
-    ("raw", "reason"),
-    [
-        ("ftp://a.com/", "scheme"),
-        ("mailto:x@a.com", "scheme"),
-        ("javascript:alert(1)", "scheme"),
-        ("//a.com/x", "scheme"),
-        ("/just/a/path", "scheme"),
-        ("http://user:pw@a.com/", "userinfo"),
-        ("http://@a.com/", "userinfo"),
-        ("http:///x", "host"),
-        ("http:g", "host"),
-        ("http://:80/", "host"),
-        ("http://a..com/", "host"),
-        ("http://-a.com/", "host"),
-        ("http://a b.com/", "host"),
-        ("http://a.com:99999/", "port"),
-        ("http://a.com:0/", "port"),
-        ("http://a.com:8o/", "port"),
-        ("http://0x7f.1/", "host"),
-        ("http://2130706433/", "host"),
-        ("http://01.2.3.4/", "host"),
-        ("http://1.2.3/", "host"),
-        ("http://[::1/", "host"),
-        ("http://[::1]x/", "host"),
-        ("http://[fe80::1%25eth0]/", "host"),
-        ("http://[v1.x]/", "host"),
-        ("http://[zz::1]/", "host"),
-        ("http://%ff.com/", "host"),
-        ("http://" + "a" * 64 + ".com/", "host"),
-        ("http://" + ("a" * 60 + ".") * 5 + "com/", "host"),
-        ("http://a.com/" + "x" * 3000, "too_long"),
-        ("http://a.com/?" + "x" * 40000, "too_long"),
-        ("http://a.com/\ud800", "malformed"),
-        ("http://\u2028.com/", "host"),
-    ],
-)
+_REJECTS = [
+    ("ftp://a.com/", "scheme"),
+    ("mailto:x@a.com", "scheme"),
+    ("javascript:alert(1)", "scheme"),
+    ("//a.com/x", "scheme"),
+    ("/just/a/path", "scheme"),
+    ("http://user:pw@a.com/", "userinfo"),
+    ("http://@a.com/", "userinfo"),
+    ("http:///x", "host"),
+    ("http:g", "host"),
+    ("http://:80/", "host"),
+    ("http://a..com/", "host"),
+    ("http://-a.com/", "host"),
+    ("http://a b.com/", "host"),
+    ("http://a.com:99999/", "port"),
+    ("http://a.com:0/", "port"),
+    ("http://a.com:8o/", "port"),
+    ("http://0x7f.1/", "host"),
+    ("http://2130706433/", "host"),
+    ("http://01.2.3.4/", "host"),
+    ("http://1.2.3/", "host"),
+    ("http://[::1/", "host"),
+    ("http://[::1]x/", "host"),
+    ("http://[fe80::1%25eth0]/", "host"),
+    ("http://[v1.x]/", "host"),
+    ("http://[zz::1]/", "host"),
+    ("http://%ff.com/", "host"),
+    ("http://" + "a" * 64 + ".com/", "host"),
+    ("http://" + ("a" * 60 + ".") * 5 + "com/", "host"),
+    ("http://a.com/" + "x" * 3000, "too_long"),
+    ("http://a.com/?" + "x" * 40000, "too_long"),
+    ("http://a.com/\ud800", "malformed"),
+    ("http://\u2028.com/", "host"),
+]
+
+
+@pytest.mark.parametrize(("raw", "reason"), _REJECTS)
 def test_normalize_rejects(raw: str, reason: str) -> None:
     with pytest.raises(UrlError) as ei:
         normalize(raw)
@@ -274,3 +275,85 @@ def test_fuzz_only_url_error(text: str, base: str | None) -> None:
     for fn in (host_of, origin_of):
         with contextlib.suppress(UrlError):
             fn(text)
+
+
+# --- the fast path of normalize() must be invisible -------------------------------------------------
+
+
+def _outcome(url: object, base: str | None, config: NormalizerConfig, full: bool) -> tuple[str, str]:
+    try:
+        if full:
+            return ("ok", _normalize_full(url, base, config))  # type: ignore[arg-type]
+        return ("ok", normalize(url, base, config))  # type: ignore[arg-type]
+    except UrlError as exc:
+        return ("error", exc.reason)
+
+
+_CONFIGS = [
+    DEFAULT_CONFIG,
+    NormalizerConfig(strip_params=frozenset({"page", "ID"}), strip_param_prefixes=(), sort_query=False, max_length=40),
+]
+
+
+def _assert_same(url: object, base: str | None = None) -> None:
+    for config in _CONFIGS:
+        assert _outcome(url, base, config, False) == _outcome(url, base, config, True), (url, base, config)
+
+
+_FAST_CORPUS = [
+    "http://a.com", "http://a.com/", "HTTPS://A.COM:443/x/../y/./z?b=1&a=2#f", "http://a.com:8080/?",
+    "http://a.com:/x", "http://a.com:00080/x", "http://a.com:0/", "http://a.com:65536/", "http://a.com:65535",
+    "http://a.com./x", "http://a..com/", "http://.a.com/", "http://a.com../", "http://1.2.3.4:80/", "http://1.2.3/",
+    "http://0x7f.1/", "http://A_B.com/x?", "http://a.com/.hidden/..x/.", "http://a.com/a/..", "http://a.com//x//",
+    "http://a.com/?utm_x=1&sid=2", "http://a.com/?&", "http://a.com/p?a=1#", "http://a.com/p#frag#frag2",
+    "http://a.com/p#\u00e9", "http://a.com/p?q#x y", "http://a.com/p?q=#\t", "http://a.com/p?" + "q" * 2100,
+    "http://a.com/" + "p" * 2030, "http://a.com/#" + "f" * 40000, "http://a.com/x;y", "http://a.com/x?y;z",
+    "http://a.com/x?y%41", "http://" + "a" * 63 + ".com/", "http://" + "a" * 64 + ".com/", "http://-a.com/",
+    "http://a-.com/", "http://a.com ", " http://a.com", "http://a.com/\x7f", "http://a.com/x?y=\x7f",
+    "hTtP://a.COM/A?B=C", "https://a.com:443", "http://a.com:443/", "http://a.com:-1/", "http://a.com:+80/",
+    "http://a.com:8o/", "http:/a.com/", "http:a.com", "httpx://a.com/", "http://a.com/?next=/a?b#c",
+    "http\u017f://a.com/", "HTTP\u017f://a.com/", "http://\u212a.com/", "http://a.com/\u017f", "http://a.com/?\u212a",
+]  # fmt: skip
+
+
+def test_fast_path_matches_full_path_on_corpora() -> None:
+    for raw, _ in _EXAMPLES:
+        _assert_same(raw)
+    for raw, _ in _REJECTS:
+        _assert_same(raw)
+    for url in _FAST_CORPUS:
+        _assert_same(url)
+    for ref, _ in NORMAL + ABNORMAL:
+        _assert_same(ref, "http://a/b/c/d;p?q")
+        _assert_same("http://a/b/c/" + ref)
+    for bad in (None, 1, b"http://a.com/"):
+        _assert_same(bad)
+
+
+@settings(max_examples=800, suppress_health_check=[HealthCheck.too_slow])
+@given(_url)
+def test_fast_path_matches_full_path_on_generated_urls(url: str) -> None:
+    _assert_same(url)
+
+
+_fast_shaped = st.builds(
+    lambda scheme, host, port, path, query, frag: f"{scheme}://{host}{port}{path}{query}{frag}",
+    st.sampled_from(["http", "https", "HTTP", "hTTps"]),
+    st.from_regex(r"[a-zA-Z0-9._\-]{1,20}", fullmatch=True),
+    st.sampled_from(["", ":80", ":443", ":8080", ":0", ":99999", ":00080"]),
+    st.one_of(st.just(""), st.from_regex(r"/[a-zA-Z0-9\-._~!$&'()*+,=:@/]{0,30}", fullmatch=True)),
+    st.one_of(st.just(""), st.from_regex(r"\?[a-zA-Z0-9\-._~!$&'()*+,;=:@/?]{0,30}", fullmatch=True)),
+    st.one_of(st.just(""), st.from_regex(r"#[^\x00-\x20]{0,10}", fullmatch=True)),
+)
+
+
+@settings(max_examples=1500, suppress_health_check=[HealthCheck.too_slow])
+@given(_fast_shaped)
+def test_fast_path_matches_full_path_on_fast_shaped_urls(url: str) -> None:
+    _assert_same(url)
+
+
+@settings(max_examples=300)
+@given(st.text(), st.one_of(st.none(), _url))
+def test_fast_path_matches_full_path_on_any_text(text: str, base: str | None) -> None:
+    _assert_same(text, base)

@@ -64,6 +64,7 @@ class NormalizerConfig:
     _strip_lower: frozenset[str] = field(init=False, repr=False, compare=False)
     _prefixes_lower: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _path_param_re: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    _query_strip_re: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.max_length < 16:
@@ -76,6 +77,13 @@ class NormalizerConfig:
             alts = "|".join(re.escape(p) for p in sorted(lower))
             pattern = re.compile(rf";(?:{alts})=[^/;]*", re.IGNORECASE)
         object.__setattr__(self, "_path_param_re", pattern)
+        # Pre-filter for _normalize_query: finds every parameter that might be stripped (ASCII case-
+        # insensitive matching accepts a superset of the exact lower()-based test), so a query it does
+        # not match needs no per-parameter checks.
+        names = [re.escape(p) + r"(?:[=&]|$)" for p in sorted(lower)]
+        names += [re.escape(p) for p in self._prefixes_lower]
+        query_re = re.compile(rf"(?:^|&)(?:{'|'.join(names)})", re.IGNORECASE) if names else None
+        object.__setattr__(self, "_query_strip_re", query_re)
 
 
 DEFAULT_CONFIG = NormalizerConfig()
@@ -346,24 +354,32 @@ def _split_authority(authority: str, scheme: str) -> tuple[str, str]:
 def _normalize_query(query: str, config: NormalizerConfig) -> str:
     if _QUERY_OK.fullmatch(query) is None:
         query = _QUERY_TOKEN.sub(_pct_sub, query)
-    strip, prefixes = config._strip_lower, config._prefixes_lower
-    keyed = []
-    for p in query.split("&"):
-        if not p:
-            continue
-        key = p.partition("=")[0]
-        low = key.lower()
-        if low in strip or (prefixes and low.startswith(prefixes)):
-            continue
-        keyed.append((key, p))
-    if config.sort_query and len(keyed) > 1:
+    return _filter_query(query, config)
+
+
+def _filter_query(query: str, config: NormalizerConfig) -> str:
+    """Drop empty and tracking/session parameters, then sort by key (``query`` is already escaped)."""
+    params = query.split("&")
+    if "" in params:
+        params = [p for p in params if p]
+    rx = config._query_strip_re
+    if rx is not None and rx.search(query) is not None:
+        strip, prefixes = config._strip_lower, config._prefixes_lower
+        kept = []
+        for p in params:
+            low = p.partition("=")[0].lower()
+            if low in strip or (prefixes and low.startswith(prefixes)):
+                continue
+            kept.append(p)
+        params = kept
+    if config.sort_query and len(params) > 1:
         # Sort by key only; list.sort is stable so repeated keys keep their (meaningful) order.
-        keyed.sort(key=_first)
-    return "&".join([p for _, p in keyed])
+        params.sort(key=_param_key)
+    return "&".join(params)
 
 
-def _first(kv: tuple[str, str]) -> str:
-    return kv[0]
+def _param_key(param: str) -> str:
+    return param.partition("=")[0]
 
 
 # Absolute http(s) URLs made only of characters that need no cleaning, decoding or escaping: no
@@ -385,18 +401,80 @@ def normalize(url: str, base: str | None = None, config: NormalizerConfig = DEFA
     """
     m = _FAST_RE.fullmatch(url) if isinstance(url, str) and len(url) <= 16 * config.max_length else None
     if m is None:
+        if isinstance(base, str) and isinstance(url, str):
+            out = _normalize_relative_fast(url, base, config)
+            if out is not None:
+                return out
         return _normalize_full(url, base, config)
     scheme_raw, authority, path, query = m.groups()
     scheme = scheme_raw.lower()
-    host, port = _split_authority(authority, scheme)
+    if ":" in authority:
+        host, port = _split_authority(authority, scheme)
+    else:
+        host, port = _normalize_host(authority), ""
+    query = _filter_query(query, config) if query else ""
     if path is None:
         path = "/"
     elif "/." in path:
         path = remove_dot_segments(path)
-    query = _normalize_query(query, config) if query else ""
     out = f"{scheme}://{host}:{port}{path}" if port else f"{scheme}://{host}{path}"
     if query:
         out = f"{out}?{query}"
+    if len(out) > config.max_length:
+        raise UrlError("too_long", f"{len(out)} > {config.max_length}")
+    return out
+
+
+# A relative reference with no scheme, no authority and only characters that need no escaping, and a
+# base that itself takes the fast path: resolution + normalization reduce to a merge, dot-segment
+# removal and the query filter on a cached, already normalized "scheme://host[:port]" of the base.
+_FAST_REF_RE = re.compile(
+    rf"([{_PCHAR_CLASS.replace(';', '').replace(':', '')}/]*)(?:\?([{_PCHAR_CLASS}/?]*))?(?:#[^\x00-\x20]*)?"
+)
+
+
+class _FastBase(NamedTuple):
+    origin: str  # normalized "scheme://host[:port]"
+    path: str  # raw path ("" if none), made only of characters that need no escaping
+    query: str | None  # raw query
+
+
+@functools.lru_cache(maxsize=1024)  # the links of one page share their base
+def _fast_base(base: str, config: NormalizerConfig) -> _FastBase | None:
+    m = _FAST_RE.fullmatch(base) if len(base) <= 16 * config.max_length else None
+    if m is None:
+        return None
+    scheme_raw, authority, path, query = m.groups()
+    scheme = scheme_raw.lower()
+    try:
+        host, port = _split_authority(authority, scheme)
+    except UrlError:
+        return None  # let the full path raise its own error
+    origin = f"{scheme}://{host}:{port}" if port else f"{scheme}://{host}"
+    return _FastBase(origin, path or "", query)
+
+
+def _normalize_relative_fast(ref: str, base: str, config: NormalizerConfig) -> str | None:
+    """``normalize(ref, base)`` for a simple relative ``ref`` and a fast-path base; None otherwise."""
+    m = _FAST_REF_RE.fullmatch(ref) if len(ref) <= 16 * config.max_length else None
+    if m is None:
+        return None
+    rpath, rquery = m.groups()
+    if rpath.startswith("//"):
+        return None  # network-path reference (its own authority)
+    fb = _fast_base(base, config)
+    if fb is None:
+        return None
+    # RFC 3986 section 5.2.2 with no scheme and no authority in the reference
+    if not rpath:
+        path, query = fb.path, rquery if rquery is not None else fb.query
+    else:
+        if not rpath.startswith("/"):
+            rpath = ("/" + rpath) if not fb.path else fb.path[: fb.path.rfind("/") + 1] + rpath
+        path, query = rpath, rquery
+    path = remove_dot_segments(path) or "/"
+    query = _filter_query(query, config) if query else ""
+    out = f"{fb.origin}{path}?{query}" if query else f"{fb.origin}{path}"
     if len(out) > config.max_length:
         raise UrlError("too_long", f"{len(out)} > {config.max_length}")
     return out

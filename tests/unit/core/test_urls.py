@@ -292,6 +292,9 @@ def _outcome(url: object, base: str | None, config: NormalizerConfig, full: bool
 _CONFIGS = [
     DEFAULT_CONFIG,
     NormalizerConfig(strip_params=frozenset({"page", "ID"}), strip_param_prefixes=(), sort_query=False, max_length=40),
+    # odd knobs for the query pre-filter: non-ASCII, empty and "="-containing names, regex metacharacters
+    NormalizerConfig(strip_params=frozenset({"\u017fid", "", "a=b", "\u212a", "x.*"}), strip_param_prefixes=("q+",)),
+    NormalizerConfig(strip_params=frozenset(), strip_param_prefixes=("",)),
 ]
 
 
@@ -316,6 +319,18 @@ _FAST_CORPUS = [
 ]  # fmt: skip
 
 
+_FAST_BASES = [
+    "http://a/b/c/d?q", "HTTPS://A.com:443", "http://a.com", "http://a.com?x=1", "http://a.com/?b=2&a=1#f",
+    "http://a.com:8080/x/y/", "http://a.com/x/./y/../z", "http://a..com/x", "http://a.com:99999/", "http://a.com:0",
+    "http://1.2.3/x", "http://a.com/x;y/z", "http://a.com/%41/b", " http://a.com/x", "http://a.com/" + "p" * 2040,
+]  # fmt: skip
+_FAST_REFS = [
+    "", "#", "#f", "?", "?y=1", "?utm_source=z&b=2&a=1", "g", "g/", "./g", "../g", "../../../../g", "/g", "/./g",
+    "//g", "//g/x", "g?y#s", ".", "..", "./", "../", "g.", ".g", "a:b", "./a:b", "a/b:c", "g;x", "g%41", "g h",
+    "g\t", "/" + "x" * 2100, "?" + "q" * 2100, "?sid=1", "x?a:b", "/x?next=/a?b", "\u017f", "?\u212a=1",
+]  # fmt: skip
+
+
 def test_fast_path_matches_full_path_on_corpora() -> None:
     for raw, _ in _EXAMPLES:
         _assert_same(raw)
@@ -326,6 +341,11 @@ def test_fast_path_matches_full_path_on_corpora() -> None:
     for ref, _ in NORMAL + ABNORMAL:
         _assert_same(ref, "http://a/b/c/d;p?q")
         _assert_same("http://a/b/c/" + ref)
+        for base in _FAST_BASES:
+            _assert_same(ref, base)
+    for ref in _FAST_REFS:
+        for base in _FAST_BASES:
+            _assert_same(ref, base)
     for bad in (None, 1, b"http://a.com/"):
         _assert_same(bad)
 
@@ -357,3 +377,25 @@ def test_fast_path_matches_full_path_on_fast_shaped_urls(url: str) -> None:
 @given(st.text(), st.one_of(st.none(), _url))
 def test_fast_path_matches_full_path_on_any_text(text: str, base: str | None) -> None:
     _assert_same(text, base)
+
+
+_fast_base = st.builds(
+    lambda scheme, host, port, path, query: f"{scheme}://{host}{port}{path}{query}",
+    st.sampled_from(["http", "https", "HTTP"]),
+    st.from_regex(r"[a-zA-Z0-9._\-]{1,12}", fullmatch=True),
+    st.sampled_from(["", ":80", ":443", ":8080", ":0"]),
+    st.one_of(st.just(""), st.from_regex(r"/[a-zA-Z0-9._~!$&'()*+,=:@/\-]{0,20}", fullmatch=True)),
+    st.one_of(st.just(""), st.from_regex(r"\?[a-zA-Z0-9._~!$&'()*+,;=:@/?\-]{0,12}", fullmatch=True)),
+)
+_fast_ref = st.one_of(
+    st.from_regex(r"[a-zA-Z0-9._~!$&'()*+,=@/\-]{0,20}(\?[a-zA-Z0-9._=&;:/?\-]{0,12})?(#[a-z]{0,3})?", fullmatch=True),
+    st.lists(st.sampled_from(["/", ".", "..", "a", "b.c", "?", "&", "=", "#", ":", ";", "%41", "//"]), max_size=8).map(
+        "".join
+    ),
+)
+
+
+@settings(max_examples=1500, suppress_health_check=[HealthCheck.too_slow])
+@given(_fast_ref, _fast_base)
+def test_fast_relative_path_matches_full_path(ref: str, base: str) -> None:
+    _assert_same(ref, base)

@@ -6,6 +6,7 @@ measured side by side when importable and skipped otherwise.
 
     .venv/bin/python bench/core_a.py                 # full run (~1-2 min on 2 shared cores)
     .venv/bin/python bench/core_a.py --quick         # smaller inputs, for a smoke test
+    .venv/bin/python bench/core_a.py --baseline REV  # also old (git REV) vs current, interleaved, same run
 """
 
 from __future__ import annotations
@@ -14,14 +15,19 @@ import argparse
 import contextlib
 import importlib
 import math
+import os
 import platform
 import random
 import statistics
+import subprocess
 import sys
 import time
+import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 from streamcrawl_core.bloom import BloomFilter
 from streamcrawl_core.fingerprint import registered_domain, url_fingerprint
 from streamcrawl_core.simhash import SimHashIndex, simhash
@@ -149,6 +155,9 @@ def bench_bloom(n: int, repeats: int) -> None:
     row(f"Bloom contains_many, 50% hits, {n:,} items (ours)", ">= 2M/s", f"{r / 1e6:.2f}M/s", _met(r >= 2e6))
     r = median_rate(lambda: len(bf.contains_many(absent)), repeats)
     row("Bloom contains_many, all new URLs (ours)", ">= 2M/s", f"{r / 1e6:.2f}M/s", _met(r >= 2e6))
+    as_array = np.array(probes, dtype=np.int64)
+    r = median_rate(lambda: len(bf.contains_many(as_array)), repeats)
+    row("Bloom contains_many on an int64 numpy array, 50% hits (ours)", ">= 2M/s", f"{r / 1e6:.2f}M/s", _met(r >= 2e6))
     row("Bloom add_many (ours, one run)", "info", f"{add_rate / 1e6:.2f}M/s", "-")
     ideal = -math.log(p) / math.log(2) ** 2
     err = abs(bf.bits_per_item - ideal) / ideal
@@ -175,6 +184,9 @@ def bench_simhash(repeats: int, pages: int) -> None:
     docs = [words(rnd, 20_000) for _ in range(pages)]
     r = median_rate(lambda: sum(1 for d in docs if simhash(d) >= 0), repeats)
     row("SimHash of a 20 KB page (ours)", ">= 5k pages/s", f"{r:,.0f} pages/s", _met(r >= 5e3))
+    accented = [d.replace("e", "\u00e9") for d in docs]  # not ASCII: the generic (per-feature mmh3) path
+    r = median_rate(lambda: sum(1 for d in accented if simhash(d) >= 0), repeats)
+    row("SimHash of a 20 KB non-ASCII page (ours, generic path)", "info", f"{r:,.0f} pages/s", "-")
 
 
 def bench_index(size: int, queries: int) -> None:
@@ -214,6 +226,123 @@ def bench_domains(n: int, repeats: int) -> None:
     row("tldextract 5.4 offline snapshot", "info", f"{r / 1e3:,.0f}k hosts/s", "-")
 
 
+# --- old vs new, interleaved in one process (the shared machine's load hits both sides alike) -------
+
+
+def load_baseline(rev: str) -> dict[str, types.ModuleType]:
+    """The part-A modules as of git ``rev``, loaded under private names next to the current ones."""
+    root = Path(__file__).resolve().parent.parent
+    mods = {}
+    for name in ("bloom", "simhash", "urls", "fingerprint"):
+        src = subprocess.run(
+            ["git", "show", f"{rev}:libs/streamcrawl_core/{name}.py"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        mod = types.ModuleType(f"baseline_{name}")
+        mod.__file__ = str(root / "libs" / "streamcrawl_core" / f"{name}.py")  # for its data files
+        sys.modules[mod.__name__] = mod  # dataclasses look their module up
+        exec(compile(src, f"{rev}:{name}.py", "exec"), mod.__dict__)
+        mods[name] = mod
+    return mods
+
+
+def interleaved(cases: dict[str, Callable[[], int]], repeats: int) -> dict[str, float]:
+    rates: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(repeats):
+        for name, fn in cases.items():
+            t0 = time.perf_counter()
+            n = fn()
+            rates[name].append(n / (time.perf_counter() - t0))
+    return {k: statistics.median(v) for k, v in rates.items()}
+
+
+def compare(rev: str, repeats: int, quick: bool) -> None:
+    old = load_baseline(rev)
+    print(f"\n## baseline {rev} vs current, interleaved, median of {repeats} (load avg {_load()})")
+    out: list[tuple[str, float, float, str]] = []
+    absolute, relative = make_urls(5_000 if quick else 30_000, random.Random(1))
+    on, of = old["urls"].normalize, old["fingerprint"].url_fingerprint
+    r = interleaved(
+        {
+            "old abs": lambda: sum(1 for u in absolute if of(on(u)) or True),
+            "new abs": lambda: sum(1 for u in absolute if url_fingerprint(normalize(u)) or True),
+            "old rel": lambda: sum(1 for b, u in relative if of(on(u, b)) or True),
+            "new rel": lambda: sum(1 for b, u in relative if url_fingerprint(normalize(u, b)) or True),
+        },
+        repeats,
+    )
+    out.append(("normalize+fingerprint, absolute", r["old abs"] / 1e3, r["new abs"] / 1e3, "k URLs/s"))
+    out.append(("normalize+fingerprint, relative + base", r["old rel"] / 1e3, r["new rel"] / 1e3, "k URLs/s"))
+
+    n = 100_000 if quick else 1_000_000
+    rnd = random.Random(2)
+    inserted = [rnd.getrandbits(64) - (1 << 63) for _ in range(n)]
+    filters = {}
+    for side, cls in (("old", old["bloom"].BloomFilter), ("new", BloomFilter)):
+        bf = cls(n, 0.01)
+        t0 = time.perf_counter()
+        bf.add_many(inserted)
+        filters[side] = (bf, n / (time.perf_counter() - t0))
+    assert bytes(filters["old"][0]._bits) == bytes(filters["new"][0]._bits), "bit layouts differ"
+    probes = inserted[:50_000] + [rnd.getrandbits(64) - (1 << 63) for _ in range(50_000)]
+    rnd.shuffle(probes)
+    absent = [rnd.getrandbits(64) - (1 << 63) for _ in range(100_000)]
+    ob, nb = filters["old"][0], filters["new"][0]
+    r = interleaved(
+        {
+            "old hits": lambda: len(ob.contains_many(probes)),
+            "new hits": lambda: len(nb.contains_many(probes)),
+            "old absent": lambda: len(ob.contains_many(absent)),
+            "new absent": lambda: len(nb.contains_many(absent)),
+        },
+        repeats,
+    )
+    out.append((f"Bloom contains_many, 50% hits, {n:,} items", r["old hits"] / 1e6, r["new hits"] / 1e6, "M/s"))
+    out.append(("Bloom contains_many, all new", r["old absent"] / 1e6, r["new absent"] / 1e6, "M/s"))
+    out.append(("Bloom add_many (one run each)", filters["old"][1] / 1e6, filters["new"][1] / 1e6, "M/s"))
+
+    docs = [words(random.Random(3), 20_000) for _ in range(5 if quick else 20)]
+    osh = old["simhash"].simhash
+    assert all(osh(d) == simhash(d) for d in docs), "simhash values differ"
+    r = interleaved(
+        {"old": lambda: sum(1 for d in docs if osh(d) >= 0), "new": lambda: sum(1 for d in docs if simhash(d) >= 0)},
+        repeats,
+    )
+    out.append(("SimHash of a 20 KB page", r["old"], r["new"], "pages/s"))
+
+    size = 50_000 if quick else 1_000_000
+    rnd = random.Random(4)
+    stored = [rnd.getrandbits(64) for _ in range(size)]
+    indexes = {"old": old["simhash"].SimHashIndex(3), "new": SimHashIndex(3)}
+    for idx in indexes.values():
+        for i, fp in enumerate(stored):
+            idx.add(fp, f"u{i}")
+    lat: dict[str, list[int]] = {"old": [], "new": []}
+    for _ in range(2_000 if quick else 20_000):
+        q = rnd.choice(stored) ^ (1 << rnd.randrange(64)) if rnd.random() < 0.5 else rnd.getrandbits(64)
+        for side, idx in indexes.items():
+            t = time.perf_counter_ns()
+            idx.query(q)
+            lat[side].append(time.perf_counter_ns() - t)
+    med = {k: statistics.median(v) / 1e3 for k, v in lat.items()}
+    out.append((f"near-dup query at {size:,} stored, median latency", med["old"], med["new"], "us (lower is better)"))
+
+    print("\n| operation | baseline | current | ratio | unit |\n|---|---|---|---|---|")
+    for op, a, b, unit in out:
+        ratio = a / b if unit.startswith("us") else b / a
+        print(f"| {op} | {a:,.2f} | {b:,.2f} | {ratio:.2f}x | {unit} |")
+
+
+def _load() -> str:
+    try:
+        return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
 def _met(ok: bool) -> str:
     return "yes" if ok else "NO"
 
@@ -222,9 +351,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small inputs (smoke test)")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--baseline", metavar="REV", help="also compare with the part-A modules of git REV")
+    ap.add_argument("--compare-only", action="store_true", help="with --baseline: skip the main table")
     args = ap.parse_args()
     q = args.quick
-    print(f"python {platform.python_version()} on {platform.machine()}, {platform.system()}")
+    print(f"python {platform.python_version()} on {platform.machine()}, {platform.system()}, load avg {_load()}")
+    if args.baseline and args.compare_only:
+        compare(args.baseline, args.repeats, q)
+        return
     print(f"{'operation':58s} {'target':>14s} {'measured (median)':>22s} {'met':>6s}")
     bench_urls(5_000 if q else 30_000, args.repeats)
     bench_bloom(100_000 if q else 1_000_000, args.repeats)
@@ -234,6 +368,8 @@ def main() -> None:
     print("\n| operation | target | measured (median) | met? |\n|---|---|---|---|")
     for op, target, measured, met in ROWS:
         print(f"| {op} | {target} | {measured} | {met} |")
+    if args.baseline:
+        compare(args.baseline, args.repeats, q)
 
 
 if __name__ == "__main__":

@@ -153,9 +153,11 @@ class BloomFilter:
         "Before it" includes earlier items of the same batch, exactly as inserting one by one.
         A numpy integer array is taken as 64-bit fingerprints (signed or unsigned).
         """
+        if not isinstance(items, np.ndarray | list | tuple):
+            items = list(items)  # a one-shot iterator must be read once
         probes = self._batch_probes(items)
         if probes is None:
-            return self._add_scalar(items if isinstance(items, list | tuple) else list(items))
+            return self._add_scalar(items)
         pos, step = probes
         n, k, m, arr = len(pos), self.k, self.m, self._arr
         grid = np.empty((n, k), dtype=np.int64)  # row i = the k probe positions of item i
@@ -190,9 +192,11 @@ class BloomFilter:
 
     def contains_many(self, items: Iterable[Item] | npt.NDArray[np.integer[Any]]) -> list[bool]:
         """Membership for each item (False = definitely absent, True = probably present)."""
+        if not isinstance(items, np.ndarray | list | tuple):
+            items = list(items)  # a one-shot iterator must be read once
         probes = self._batch_probes(items)
         if probes is None:
-            return self._contains_scalar(items if isinstance(items, list | tuple) else list(items))
+            return self._contains_scalar(items)
         pos, step = probes
         m, arr = self.m, self._arr
         idx = np.arange(len(pos))  # items still possibly present
@@ -221,7 +225,7 @@ class BloomFilter:
                 else items.astype(np.uint64, copy=False)
             )
         else:
-            seq = items if isinstance(items, list | tuple) else list(items)
+            seq = items if isinstance(items, list | tuple) else list(items)  # callers pass a list
             if len(seq) < _VECTOR_MIN:
                 return None
             int_keys = _int_keys(seq)

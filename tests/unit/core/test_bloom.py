@@ -197,3 +197,11 @@ def test_batch_rejects_bad_items_without_partial_insert() -> None:
         bf.contains_many([*range(100), "x"])  # type: ignore[list-item]
     assert len(bf) == 0
     assert bf.add_many([-1, *range(100), (1 << 64) - 1])[-1] is False  # mixed spellings, one item
+
+
+def test_one_shot_iterators_small_and_large() -> None:
+    for n in (3, 500):
+        a, b = BloomFilter(1000, 0.01), BloomFilter(1000, 0.01)
+        assert a.add_many(x for x in range(n)) == b.add_many(list(range(n))) == [True] * n
+        assert a.contains_many(iter(range(n))) == [True] * n
+        assert a.contains_many(x for x in range(10**6, 10**6 + n)) == b.contains_many(list(range(10**6, 10**6 + n)))

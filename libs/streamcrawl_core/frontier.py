@@ -342,7 +342,7 @@ class Frontier:
     ) -> float:
         """Finish the host's fetch; set and return its next allowed time.
 
-        Delay = politeness rule; on 429/5xx/network error the back-off level rises and the delay
+        Delay = politeness rule; on 429/502/503/504/network error the back-off level rises and the delay
         is at least the (jittered, capped) back-off, honouring Retry-After; success resets it.
         A ``done`` for a host that is not in flight (late report after ``release``) only pushes
         the timer later, never earlier, and touches no queue.

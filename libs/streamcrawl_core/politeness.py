@@ -166,9 +166,11 @@ def is_backoff_status(status: int | None) -> bool:
 def should_back_off(status: int | None) -> bool:
     """Whether a fetch result raises the host's back-off level.
 
-    Explicit overload (429/503), any other 5xx, and ``None`` (timeout, connection refused, DNS
-    failure) all suggest a struggling host; everything else (2xx/3xx/4xx) resets the level.
+    Explicit overload (429/503), gateway trouble (502/504) and ``None`` (timeout, connection
+    refused, DNS failure) suggest a struggling host. A 500 or 501 is one page's error, not a sign of
+    load: like 2xx/3xx/4xx it resets the level (backing a host off for its broken pages would starve
+    its good ones for minutes).
     """
     if status is None:
         return True
-    return is_backoff_status(status) or 500 <= status <= 599
+    return is_backoff_status(status) or status in (502, 504)

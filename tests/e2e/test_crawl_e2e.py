@@ -134,6 +134,7 @@ def check_published(crawl: Crawl, entries: list[LogEntry]) -> None:
         assert m["schema_version"] == 1 and m["canonical_url"]
 
 
+@pytest.mark.timeout(1800)
 def test_crawl_synthetic_web(tmp_path: Path) -> None:
     crawl, entries = run_crawl(tmp_path)
     stats = check_guarantees(crawl, entries, DUPLICATE_BUDGET)
@@ -141,6 +142,7 @@ def test_crawl_synthetic_web(tmp_path: Path) -> None:
     print("e2e clean run:", stats)
 
 
+@pytest.mark.timeout(1800)
 def test_crawl_survives_kill_9(tmp_path: Path) -> None:
     crawl, entries = run_crawl(tmp_path, kill_midway=True)
     # after a kill -9, at-least-once may repeat the fetches that were in flight: a 5% budget

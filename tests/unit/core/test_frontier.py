@@ -382,7 +382,7 @@ class FrontierModel(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.inflight))
     @rule(
         pick=st.integers(0, 3),
-        status=st.sampled_from([200, 200, 304, 404, 429, 503, 500, None]),
+        status=st.sampled_from([200, 200, 304, 404, 429, 503, 500, 502, None]),
         fetch_s=st.sampled_from([0.0, 0.05, 0.4]),
         retry_after=st.none() | st.sampled_from([2.0, 90.0]),
     )
@@ -391,7 +391,7 @@ class FrontierModel(RuleBasedStateMachine):
         self.now += fetch_s
         when = self.f.done(host, self.now, fetch_s, status, retry_after_s=retry_after)
         floor = max(POL.min_delay_s, POL.delay_factor * fetch_s)
-        if status in (429, 500, 503, None):
+        if status in (429, 502, 503, 504, None):
             floor = max(floor, POL.backoff_base_s * (1 - POL.jitter), retry_after or 0.0)
         assert when >= self.now + floor - 1e-9
         self.leased.pop(self.inflight.pop(host))

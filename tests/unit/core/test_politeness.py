@@ -116,7 +116,8 @@ class TestBackoff:
     def test_statuses(self) -> None:
         assert is_backoff_status(429) and is_backoff_status(503)
         assert not is_backoff_status(500) and not is_backoff_status(None) and not is_backoff_status(200)
-        assert should_back_off(None) and should_back_off(500) and should_back_off(503)
+        assert should_back_off(None) and should_back_off(502) and should_back_off(503)
+        assert not should_back_off(500) and not should_back_off(501)
         assert should_back_off(429)
         assert not should_back_off(200) and not should_back_off(404) and not should_back_off(301)
 

@@ -81,6 +81,7 @@ class UrlState:
     canonical_url: str | None = None
     discovered_at: float | None = None
     sched_hash: str | None = None
+    discovered_by: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -97,7 +98,8 @@ class CrawlState(Protocol):
                               crawl_delay_s: float | None) -> None: ...
     async def host_put_budget(self, host: str, urls_this_cycle: int) -> None: ...
     async def url_get(self, host: str, url_fp: int) -> UrlState | None: ...
-    async def url_insert_discovered(self, host: str, url_fp: int, url: str, depth: int, now: float) -> None: ...
+    async def url_insert_discovered(self, host: str, url_fp: int, url: str, depth: int, now: float,
+                                    event_id: str = "") -> None: ...
     async def url_put_fetch(self, st: UrlState) -> None: ...
     async def url_put_schedule(self, host: str, url_fp: int, interval_s: float, next_visit_at: float,
                                change_count: int, last_changed_at: float | None,
@@ -150,8 +152,8 @@ class CassandraCrawlState:
                            " crawl_delay_s = ? WHERE host = ?")
         self._h_budget = p("UPDATE host_state SET urls_this_cycle = ? WHERE host = ?")
         self._u_get = p("SELECT * FROM url_state WHERE host = ? AND url_fp = ?")
-        self._u_disc = p("INSERT INTO url_state (host, url_fp, url, depth, status, discovered_at)"
-                         " VALUES (?, ?, ?, ?, 'queued', ?)")
+        self._u_disc = p("INSERT INTO url_state (host, url_fp, url, depth, status, discovered_at, discovered_by)"
+                         " VALUES (?, ?, ?, ?, 'queued', ?, ?)")
         self._u_fetch = p("UPDATE url_state SET url = ?, depth = ?, status = ?, http_status = ?, content_type = ?,"
                           " content_hash = ?, simhash = ?, storage_key = ?, etag = ?, last_modified = ?,"
                           " fetched_at = ?, fetch_count = ?, canonical_url = ? WHERE host = ? AND url_fp = ?")
@@ -251,10 +253,12 @@ class CassandraCrawlState:
         return UrlState(host, url_fp, r.url, r.depth or 0, r.status, r.http_status, r.content_type, r.content_hash,
                         r.simhash, r.storage_key, r.etag, r.last_modified, epoch(r.fetched_at), r.fetch_count or 0,
                         r.change_count or 0, epoch(r.last_changed_at), r.change_interval_s,
-                        epoch(r.next_visit_at), r.canonical_url, epoch(r.discovered_at), r.sched_hash)
+                        epoch(r.next_visit_at), r.canonical_url, epoch(r.discovered_at), r.sched_hash,
+                        r.discovered_by)
 
-    async def url_insert_discovered(self, host: str, url_fp: int, url: str, depth: int, now: float) -> None:
-        await self._exec(self._u_disc, (host, url_fp, url, depth, ts(now)))
+    async def url_insert_discovered(self, host: str, url_fp: int, url: str, depth: int, now: float,
+                                    event_id: str = "") -> None:
+        await self._exec(self._u_disc, (host, url_fp, url, depth, ts(now), event_id or None))
 
     async def url_put_fetch(self, st: UrlState) -> None:
         await self._exec(self._u_fetch, (st.url, st.depth, st.status, st.http_status, st.content_type,

@@ -114,18 +114,21 @@ class DedupHandler:
         if self._blocked(host):
             URL_DECISIONS.labels("blocked").inc()
             return []
-        if not await self.seen.check_and_add(record.partition, host, cand.url_fp):
+        verdict = await self.seen.check_and_add(record.partition, host, cand.url_fp, cand.event_id)
+        if verdict == "seen":
             URL_DECISIONS.labels("seen").inc()
             return []
-        cycle = int(time.time() // self.cycle_s)
-        if cycle != self.cycle:
-            self.cycle = cycle
-            self.budget.forget_before(cycle)
-        if not self.budget.try_consume(host, self.cycle):
-            URL_DECISIONS.labels("over_budget").inc()
-            return []
-        await self.state.url_insert_discovered(host, cand.url_fp, cand.url, cand.depth, time.time())
-        URL_DECISIONS.labels("new").inc()
+        if verdict == "new":
+            cycle = int(time.time() // self.cycle_s)
+            if cycle != self.cycle:
+                self.cycle = cycle
+                self.budget.forget_before(cycle)
+            if not self.budget.try_consume(host, self.cycle):
+                URL_DECISIONS.labels("over_budget").inc()
+                return []
+            await self.state.url_insert_discovered(host, cand.url_fp, cand.url, cand.depth, time.time(),
+                                                   cand.event_id)
+        URL_DECISIONS.labels(verdict).inc()
         priority = 0 if cand.source_url.startswith("seed:") else min(9, 1 + cand.depth)
         return [Output(URLS, host, UrlMessage(url=cand.url, host=host, url_fp=cand.url_fp, depth=cand.depth,
                                               priority=priority, kind="discovery", via=cand.source_url))]

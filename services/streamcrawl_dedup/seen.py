@@ -96,15 +96,17 @@ class SeenSet:
         self.blooms.pop(part, None)
         self.upto.pop(part, None)
 
-    async def check_and_add(self, part: int, host: str, url_fp: int) -> bool:
-        """True if the URL is new (and now recorded as seen in the Bloom filter)."""
+    async def check_and_add(self, part: int, host: str, url_fp: int, event_id: str = "") -> str:
+        """"new" (now recorded in the Bloom filter), "seen", or "replay": the exact record was written by
+        this very candidate event, whose output may not have survived a crash, so it must go out again."""
         bloom = self.blooms.get(part)
         if bloom is None:
             raise KeyError(f"partition {part} is not owned")
         if url_fp in bloom:
             self.exact_reads += 1
-            if await self.state.url_get(host, url_fp) is not None:
-                return False
+            row = await self.state.url_get(host, url_fp)
+            if row is not None:
+                return "replay" if event_id and row.discovered_by == event_id else "seen"
         bloom.add(url_fp)
         self.dirty.add(part)
-        return True
+        return "new"

@@ -102,10 +102,12 @@ class FakeCrawlState:
     def _url(self, host: str, url_fp: int, url: str) -> UrlState:
         return self.urls.setdefault((host, url_fp), UrlState(host, url_fp, url))
 
-    async def url_insert_discovered(self, host: str, url_fp: int, url: str, depth: int, now: float) -> None:
+    async def url_insert_discovered(self, host: str, url_fp: int, url: str, depth: int, now: float,
+                                    event_id: str = "") -> None:
         self.calls.append(("url_insert_discovered", host, url))
         st = self._url(host, url_fp, url)
         st.url, st.depth, st.status, st.discovered_at = url, depth, "queued", _ms(now)
+        st.discovered_by = event_id or None
 
     async def url_put_fetch(self, st: UrlState) -> None:
         self.calls.append(("url_put_fetch", st.host, st.url, st.status))

@@ -335,3 +335,16 @@ def test_restore_replays_candidates_after_the_snapshot_offset() -> None:
     assert all(fp in bloom for fp in later)
     assert all(url_fingerprint(f"http://a.test/{i}") in bloom for i in range(5))
     assert second.seen.upto[part] == 13
+
+
+def test_replayed_candidate_event_is_emitted_again_but_a_new_event_is_seen() -> None:
+    """A crash after the url_state write but before the UrlMessage was flushed: the replay of the very
+    same candidate event must go out again (else the URL is lost); another candidate for it is a dup."""
+    rig = Rig()
+    url = "http://a.test/x"
+    c = UrlCandidate(url=url, host="a.test", url_fp=url_fingerprint(url), depth=1, source_url="http://s.test/")
+    first = rig.run(rig.h.handle(rec("a.test"), c))
+    replay = rig.run(rig.h.handle(rec("a.test"), c))
+    assert [o.value.url for o in first] == [url] and [o.value.url for o in replay] == [url]
+    other = c.model_copy(update={"event_id": "another-event"})
+    assert rig.run(rig.h.handle(rec("a.test"), other)) == []

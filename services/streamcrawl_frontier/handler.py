@@ -62,7 +62,7 @@ class UrlMeta:
 #: Outcomes worth another try: the host asked us to slow down (429/503) or did not answer. Other 4xx/5xx
 #: are answers. The host's back-off (politeness) spaces the retries.
 RETRY_STATUSES = frozenset({429, 503})
-MAX_ATTEMPTS = 3
+MAX_ATTEMPTS = 5
 
 
 class FrontierHandler:

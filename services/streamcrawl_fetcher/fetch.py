@@ -35,17 +35,38 @@ class HttpResponse:
     elapsed_s: float
 
 
-def make_client(max_connections: int, verify_tls: bool = True) -> httpx.AsyncHTTPTransport:
-    """The connection pool. We drive the transport directly, not an AsyncClient: the client parses every
+class ShardedTransport:
+    """Connection pools sharded by origin. httpcore's pool scans every pooled connection for every
+    request; a broad crawl keeps connections to thousands of hosts, which made that scan ~70% of the
+    fetcher's CPU (py-spy, 2,000 hosts). With one small pool per shard the scan stays short, and a host
+    always lands in the same shard, so keep-alive still works."""
+
+    def __init__(self, max_connections: int, verify_tls: bool = True, shards: int = 64) -> None:
+        per_shard = max(4, max_connections // shards)
+        limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=max(2, per_shard // 2),
+                              keepalive_expiry=15.0)
+        ctx = httpx.create_ssl_context(verify=verify_tls)  # one TLS context shared by every shard
+        # trust_env=False: proxies from the environment must not silently reroute a crawler.
+        self.shards = [httpx.AsyncHTTPTransport(verify=ctx, trust_env=False, limits=limits, retries=0)
+                       for _ in range(shards)]
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        origin = (request.url.host, request.url.port)
+        return await self.shards[hash(origin) % len(self.shards)].handle_async_request(request)
+
+    async def aclose(self) -> None:
+        for shard in self.shards:
+            await shard.aclose()
+
+
+def make_client(max_connections: int, verify_tls: bool = True) -> ShardedTransport:
+    """The connection pools. We drive transports directly, not an AsyncClient: the client parses every
     Location header (raising on a malformed one and losing the response) even when not following."""
-    limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections // 2,
-                          keepalive_expiry=15.0)
-    # trust_env=False: proxies from the environment must not silently reroute a crawler.
-    return httpx.AsyncHTTPTransport(verify=verify_tls, trust_env=False, limits=limits, retries=0)
+    return ShardedTransport(max_connections, verify_tls)
 
 
 class HttpFetcher:
-    def __init__(self, client: httpx.AsyncHTTPTransport, resolver: Resolver, user_agent: str,
+    def __init__(self, client: ShardedTransport, resolver: Resolver, user_agent: str,
                  connect_timeout_s: float = 5.0, read_timeout_s: float = 30.0,
                  total_timeout_s: float = 120.0) -> None:
         self.client = client

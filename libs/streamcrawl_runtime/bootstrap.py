@@ -125,14 +125,26 @@ def reset_crawl(bootstrap: str, session: Any, client: Minio, bucket: str, timeou
     crawl tables and remove the Bloom snapshots. Used by `make run` (bundled web) and the e2e tests, never
     by the services. The control-plane tables (blocklist, host_overrides) are kept."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    groups = [g.group_id for g in admin.list_consumer_groups().result(timeout_s).valid
-              if g.group_id.startswith("streamcrawl-")]
-    if groups:
-        for fut in admin.delete_consumer_groups(groups, request_timeout=timeout_s).values():
+    # A member of a process that was just killed stays in its group until the session times out
+    # (10 s in the run loop), so a non-empty group is retried for a while before it is an error.
+    deadline = time.time() + 45
+    while True:
+        groups = [g.group_id for g in admin.list_consumer_groups().result(timeout_s).valid
+                  if g.group_id.startswith("streamcrawl-")]
+        busy: list[str] = []
+        for group, fut in (admin.delete_consumer_groups(groups, request_timeout=timeout_s).items() if groups else ()):
             try:
                 fut.result(timeout_s)
-            except KafkaException as exc:  # a group that is still live cannot be deleted
-                raise ProvisionError(f"kafka: cannot delete consumer group (services still running?): {exc}") from exc
+            except KafkaException as exc:
+                if "NON_EMPTY_GROUP" not in str(exc) and "GROUP_ID_NOT_FOUND" not in str(exc):
+                    raise ProvisionError(f"kafka: cannot delete consumer group {group}: {exc}") from exc
+                if "NON_EMPTY_GROUP" in str(exc):
+                    busy.append(group)
+        if not busy:
+            break
+        if time.time() > deadline:
+            raise ProvisionError(f"kafka: consumer groups still have members (services still running?): {busy}")
+        time.sleep(1.0)
     names = [t.name for t in ALL_TOPICS]
     existing = set(admin.list_topics(timeout=timeout_s).topics)
     doomed = [n for n in names if n in existing]

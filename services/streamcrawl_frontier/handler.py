@@ -195,8 +195,8 @@ class FrontierHandler:
             fr.restore_host(res.host, nxt, level)
         if res.crawl_delay_s is not None:
             fr.set_host_params(res.host, crawl_delay_s=res.crawl_delay_s)
+        # (also clears the lease in host_state)
         await self.state.host_put_politeness(res.host, nxt, level, res.fetch_s * 1000.0, res.crawl_delay_s)
-        await self.state.host_put_lease(res.host, None, None, None)
         meta = self.meta.get(res.url)
         if res.outcome == "robots_fetched":
             # Only robots.txt was requested under this lease: the page goes back in the queue.

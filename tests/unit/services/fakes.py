@@ -88,6 +88,8 @@ class FakeCrawlState:
         hs = self.hosts.setdefault(host, HostState(host))
         hs.next_allowed_at, hs.backoff_level = _ms(next_allowed_at), backoff_level
         hs.last_fetch_ms, hs.crawl_delay_s = last_fetch_ms, crawl_delay_s
+        hs.lease_id = hs.lease_url = None  # like the CQL statement: a finished fetch ends the lease
+        hs.lease_expires_at = None
 
     async def host_put_lease(self, host: str, lease_id: str | None, url: str | None,
                              expires_at: float | None) -> None:

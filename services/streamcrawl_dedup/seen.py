@@ -36,7 +36,7 @@ def offset_key(part: int) -> str:
 
 class SeenSet:
     def __init__(self, state: CrawlState, blobs: BlobStore, capacity: int, fp_rate: float,
-                 replay: Replay | None = None) -> None:
+                 replay: Replay | None = None, recent_size: int = 200_000) -> None:
         self.state = state
         self.blobs = blobs
         self.capacity = capacity
@@ -47,6 +47,12 @@ class SeenSet:
         self.upto: dict[int, int] = {}
         self.dirty: set[int] = set()
         self.exact_reads = 0
+        # Fingerprints this process confirmed as seen by an exact read, oldest first. Popular links (home
+        # pages, nav bars) come back constantly; each would otherwise cost a Cassandra read after the
+        # Bloom "maybe". Only read-confirmed ones: a replay of the admitting event must still reach the
+        # exact record (discovered_by) to be recognised.
+        self.recent: dict[int, None] = {}
+        self.recent_size = recent_size
 
     async def restore(self, part: int) -> None:
         data = await asyncio.to_thread(self.blobs.get_bytes, snapshot_key(part))
@@ -103,10 +109,20 @@ class SeenSet:
         if bloom is None:
             raise KeyError(f"partition {part} is not owned")
         if url_fp in bloom:
+            if url_fp in self.recent:
+                return "seen"
             self.exact_reads += 1
             row = await self.state.url_get(host, url_fp)
             if row is not None:
-                return "replay" if event_id and row.discovered_by == event_id else "seen"
+                if event_id and row.discovered_by == event_id:
+                    return "replay"
+                self._remember(url_fp)
+                return "seen"
         bloom.add(url_fp)
         self.dirty.add(part)
         return "new"
+
+    def _remember(self, url_fp: int) -> None:
+        self.recent[url_fp] = None
+        if len(self.recent) > self.recent_size:
+            del self.recent[next(iter(self.recent))]

@@ -141,7 +141,8 @@ class FetcherHandler:
 
     async def _conditional_headers(self, req: FetchRequest) -> dict[str, str]:
         etag, last_modified = req.etag, req.last_modified
-        if etag is None and last_modified is None:
+        # A discovery has never been fetched, so there is nothing to validate: skip the read.
+        if etag is None and last_modified is None and req.kind == "refresh":
             st = await self.state.url_get(req.host, req.url_fp)
             if st is not None:
                 etag, last_modified = st.etag, st.last_modified

@@ -56,7 +56,9 @@ class RecrawlHandler:
         res = message
         if res.outcome not in ("fetched", "not_modified"):
             return []
-        st = await self.state.url_get(res.host, res.url_fp)
+        # A discovery is the URL's first visit (dedup admits a URL once), so there is no schedule to read;
+        # a replay of it files the same visit (started_at + initial interval).
+        st = None if res.kind == "discovery" else await self.state.url_get(res.host, res.url_fp)
         if (st is not None and st.next_visit_at is not None and st.change_interval_s is not None
                 and abs(st.next_visit_at - st.change_interval_s - res.started_at) < 0.002):
             # A replay of the fetch already scheduled: file the same visit again, change nothing.

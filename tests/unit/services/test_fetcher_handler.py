@@ -179,13 +179,23 @@ def test_invalid_redirect_location_is_http_error(rig: Rig) -> None:
 
 def test_conditional_get_from_url_state(rig: Rig) -> None:
     rig.allow_all()
-    req = rig.request("/cond")
+    req = rig.request("/cond", kind="refresh")
     rig.state.urls[(HOST, req.url_fp)] = UrlState(HOST, req.url_fp, req.url, etag='"abc"',
                                                   last_modified="Wed, 21 Oct 2015 07:28:00 GMT")
     rig.web.routes["/cond"] = lambda h: Reply(304) if h.get("if-none-match") == '"abc"' else Reply(200, b"new")
     res = rig.run(req)
     assert res.outcome == "not_modified" and res.status == 304
     assert rig.web.seen[-1].headers["if-modified-since"] == "Wed, 21 Oct 2015 07:28:00 GMT"
+
+
+def test_discovery_fetch_does_not_read_url_state(rig: Rig) -> None:
+    """A discovery was never fetched: no validators to look up, so no Cassandra read per new URL."""
+    rig.allow_all()
+    req = rig.request("/new")
+    rig.state.urls[(HOST, req.url_fp)] = UrlState(HOST, req.url_fp, req.url, etag='"stale"')
+    rig.web.routes["/new"] = Reply(200, b"body")
+    res = rig.run(req)
+    assert res.outcome == "fetched" and "if-none-match" not in rig.web.seen[-1].headers
 
 
 def test_conditional_get_from_request_fields(rig: Rig) -> None:

@@ -40,9 +40,10 @@ class Rig:
         return asyncio.run(coro)
 
     def result(self, started_at: float, content_hash: str | None = "h1", outcome: str = "fetched",
-               url: str = URL) -> None:
+               url: str = URL, kind: str = "refresh") -> None:
         host = host_of(url)
         res = FetchResult(url=url, host=host, url_fp=url_fingerprint(url), lease_id="L", outcome=outcome,  # type: ignore[arg-type]
+                          kind=kind,  # type: ignore[arg-type]
                           status=304 if outcome == "not_modified" else 200, started_at=started_at,
                           content_hash=content_hash if outcome == "fetched" else None)
         assert self.run(self.h.handle(Record("t", partition_for(host, 8), 0, host, b""), res)) == []
@@ -197,3 +198,20 @@ def test_fetch_result_after_refresh_moves_the_visit() -> None:
     rig.result(T0 + DAY + 30)  # the refresh fetched, unchanged
     rig.tick(T0 + DAY + 60)  # deletes the emitted row
     assert rig.due_of() == [T0 + DAY + 30 + 2 * DAY]
+
+
+def test_discovery_result_is_a_first_visit_without_a_read() -> None:
+    rig = Rig()
+    reads: list[str] = []
+    real = rig.state.url_get
+
+    async def spy(host: str, url_fp: int) -> Any:
+        reads.append(host)
+        return await real(host, url_fp)
+
+    rig.state.url_get = spy  # type: ignore[method-assign]
+    rig.result(T0, kind="discovery")
+    assert reads == []
+    assert rig.due_of() == [pytest.approx(T0 + rig.h.config.initial_interval_s, abs=0.002)]
+    rig.result(T0 + 90_000, kind="refresh")
+    assert reads == ["a.test"]

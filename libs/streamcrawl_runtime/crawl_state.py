@@ -112,9 +112,18 @@ class CrawlState(Protocol):
     async def due_range(self, start: float, end: float, limit: int) -> list[DueRow]: ...
     async def due_delete(self, next_visit_at: float, host: str, url_fp: int) -> None: ...
     async def blocklist_patterns(self) -> list[str]: ...
+    async def host_overrides(self) -> dict[str, HostOverrideRow]: ...
 
 
 DUE_BUCKET_S = 3600
+
+
+class HostOverrideRow(NamedTuple):
+    """An agreed per-host rate or budget from the control plane; None keeps the global value."""
+
+    min_delay_s: float | None
+    delay_factor: float | None
+    page_budget: int | None
 
 
 class DueRow(NamedTuple):
@@ -172,6 +181,7 @@ class CassandraCrawlState:
         self._d_range = p("SELECT next_visit_at, host, url_fp, url, depth FROM due_index WHERE bucket = ?"
                           " AND next_visit_at >= ? AND next_visit_at <= ? LIMIT ?")
         self._b_all = p("SELECT pattern FROM blocklist")
+        self._o_all = p("SELECT host, min_delay_s, delay_factor, page_budget FROM host_overrides")
         self._d_del = p("DELETE FROM due_index WHERE bucket = ? AND next_visit_at = ? AND host = ? AND url_fp = ?")
 
     async def _exec(self, stmt: Any, params: tuple[Any, ...]) -> list[Any]:
@@ -315,3 +325,8 @@ class CassandraCrawlState:
     # ---------------------------------------------------------------- control plane
     async def blocklist_patterns(self) -> list[str]:
         return [str(r.pattern) for r in await self._exec(self._b_all, ())]
+
+    async def host_overrides(self) -> dict[str, HostOverrideRow]:
+        """Every override (the table holds the few hosts with an agreed rate, so a full read is cheap)."""
+        rows = await self._exec(self._o_all, ())
+        return {str(r.host): HostOverrideRow(r.min_delay_s, r.delay_factor, r.page_budget) for r in rows}

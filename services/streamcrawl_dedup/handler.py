@@ -78,6 +78,9 @@ class DedupHandler:
         if now - self._blocklist_at >= 10.0:  # the control plane edits it; pick changes up quickly
             self._blocklist_at = now
             self.set_blocklist(await self.state.blocklist_patterns())
+            for host, row in (await self.state.host_overrides()).items():
+                if row.page_budget is not None:  # an agreed page budget per cycle for this host
+                    self.budget.set_budget(host, row.page_budget)
         return []
 
     async def close(self) -> None:

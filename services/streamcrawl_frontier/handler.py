@@ -28,7 +28,7 @@ from streamcrawl_contracts.topics import FETCH_REQUESTS, HOST_PARTITIONS, SEEDS,
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.frontier import Frontier, FrontierConfig
 from streamcrawl_core.partition import host_key, partition_for
-from streamcrawl_core.politeness import PolitenessConfig, next_allowed_at
+from streamcrawl_core.politeness import HostOverride, PolitenessConfig, next_allowed_at
 from streamcrawl_core.urls import UrlError, host_of, normalize
 from streamcrawl_runtime.crawl_state import CrawlState, QueuedUrl
 from streamcrawl_runtime.errors import PoisonMessage
@@ -82,6 +82,11 @@ class FrontierHandler:
         # URLs fetched under a lease from before a rebuild but queued again by the rebuild: skipped at
         # dispatch (the core frontier has no delete; the host only pays one minimum delay).
         self.cancelled: set[str] = set()
+        # Per-host parameters: robots Crawl-delay (from fetch results) and agreed overrides (control plane).
+        self.crawl_delays: dict[str, float | None] = {}
+        self.overrides: dict[str, HostOverride] = {}
+        self.overrides_refresh_s = 30.0
+        self._overrides_at = 0.0
 
     # ------------------------------------------------------------------ partitions
 
@@ -114,8 +119,8 @@ class FrontierHandler:
         hs = await self.state.host_get(host)
         if hs is None:
             return
-        if hs.crawl_delay_s is not None:
-            fr.set_host_params(host, crawl_delay_s=hs.crawl_delay_s)
+        if hs.crawl_delay_s is not None or host in self.overrides:
+            self._set_params(fr, host, hs.crawl_delay_s)
         blocked_until = hs.next_allowed_at or 0.0
         if hs.lease_expires_at is not None and hs.lease_expires_at > now:
             blocked_until = max(blocked_until, hs.lease_expires_at)
@@ -194,7 +199,7 @@ class FrontierHandler:
             level = 0
             fr.restore_host(res.host, nxt, level)
         if res.crawl_delay_s is not None:
-            fr.set_host_params(res.host, crawl_delay_s=res.crawl_delay_s)
+            self._set_params(fr, res.host, res.crawl_delay_s)
         # (also clears the lease in host_state)
         await self.state.host_put_politeness(res.host, nxt, level, res.fetch_s * 1000.0, res.crawl_delay_s)
         meta = self.meta.get(res.url)
@@ -216,9 +221,30 @@ class FrontierHandler:
         if fr.is_known(res.url):  # a rebuilt queue still holds the URL this result just finished
             self.cancelled.add(res.url)
 
+    def _set_params(self, fr: Frontier, host: str, crawl_delay_s: float | None) -> None:
+        # set_host_params replaces both values, so both are always passed.
+        self.crawl_delays[host] = crawl_delay_s
+        fr.set_host_params(host, crawl_delay_s=crawl_delay_s, override=self.overrides.get(host))
+
+    async def _refresh_overrides(self, now: float) -> None:
+        """Agreed per-host rates from the control plane's host_overrides table, re-read every 30 s."""
+        if now - self._overrides_at < self.overrides_refresh_s:
+            return
+        self._overrides_at = now
+        rows = await self.state.host_overrides()
+        fresh = {h: HostOverride(r.min_delay_s, r.delay_factor) for h, r in rows.items()
+                 if r.min_delay_s is not None or r.delay_factor is not None}
+        changed = {h for h in set(fresh) | set(self.overrides) if fresh.get(h) != self.overrides.get(h)}
+        self.overrides = fresh
+        for host in changed & self.known_hosts:
+            fr = self.frontiers.get(partition_for(host, self.partitions))
+            if fr is not None:
+                self._set_params(fr, host, self.crawl_delays.get(host))
+
     # ------------------------------------------------------------------ dispatch
 
     async def tick(self, now: float) -> Sequence[Output]:
+        await self._refresh_overrides(now)
         await self._expire(now)
         out: list[Output] = []
         queued = 0

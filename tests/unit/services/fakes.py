@@ -19,7 +19,7 @@ import dns.message
 import dns.rcode
 import dns.rdatatype
 import dns.rrset
-from streamcrawl_runtime.crawl_state import DueRow, HostState, QueuedUrl, UrlState
+from streamcrawl_runtime.crawl_state import DueRow, HostOverrideRow, HostState, QueuedUrl, UrlState
 
 
 def _ms(epoch: float | None) -> float | None:
@@ -51,6 +51,7 @@ class FakeCrawlState:
         self.simhash_blocks: dict[tuple[int, int], dict[str, int]] = {}  # (block, value) -> url -> signed fp
         self.due: dict[tuple[float, str, int], str] = {}  # (next_visit_at, host, url_fp) -> url
         self.due_depth: dict[tuple[float, str, int], int] = {}
+        self.overrides: dict[str, HostOverrideRow] = {}
         self.blocklist: list[str] = []
         self.calls: list[tuple[Any, ...]] = []
 
@@ -157,6 +158,9 @@ class FakeCrawlState:
         self.due.pop((_ms(next_visit_at) or 0.0, host, url_fp), None)
 
     # ---------------------------------------------------------------- control plane
+    async def host_overrides(self) -> dict[str, HostOverrideRow]:
+        return dict(self.overrides)
+
     async def blocklist_patterns(self) -> list[str]:
         return list(self.blocklist)
 

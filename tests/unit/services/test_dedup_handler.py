@@ -348,3 +348,14 @@ def test_replayed_candidate_event_is_emitted_again_but_a_new_event_is_seen() -> 
     assert [o.value.url for o in first] == [url] and [o.value.url for o in replay] == [url]
     other = c.model_copy(update={"event_id": "another-event"})
     assert rig.run(rig.h.handle(rec("a.test"), other)) == []
+
+
+def test_control_plane_page_budget_override() -> None:
+    from streamcrawl_runtime.crawl_state import HostOverrideRow
+
+    rig = Rig(budget=100)
+    rig.state.overrides["a.test"] = HostOverrideRow(None, None, page_budget=1)
+    rig.run(rig.h.tick(T0))  # picks up the blocklist and the overrides
+    assert len(rig.cand("http://a.test/1")) == 1
+    assert rig.cand("http://a.test/2") == []  # over the agreed budget of 1
+    assert len(rig.cand("http://b.test/1")) == 1 and len(rig.cand("http://b.test/2")) == 1

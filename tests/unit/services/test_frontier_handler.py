@@ -330,3 +330,21 @@ def test_revoked_partition_leases_are_not_expired_by_this_instance(clock: Clock)
     rig.run(rig.h.on_revoke([part(A)]))
     rig.tick(T0 + LEASE_S + 5)
     assert rig.state.hosts[A].lease_id == req.lease_id  # the new owner decides; we do not clear it
+
+
+def test_control_plane_override_sets_the_host_rate(clock: Clock) -> None:
+    """An agreed slower rate (min delay 5 s) from host_overrides spaces that host's fetches; others keep 1 s."""
+    from streamcrawl_runtime.crawl_state import HostOverrideRow
+
+    state = FakeCrawlState()
+    state.overrides[A] = HostOverrideRow(min_delay_s=5.0, delay_factor=None, page_budget=None)
+    rig = Rig(clock, state)
+    for u in ("http://a.test/1", "http://a.test/2", "http://b.test/1", "http://b.test/2"):
+        rig.url(u)
+    first = {r.host: r for r in rig.tick(T0)}
+    assert set(first) == {A, B}
+    for r in first.values():
+        rig.result(r, T0 + 0.1, fetch_s=0.01)
+    assert [r.host for r in rig.tick(T0 + 1.2)] == [B]       # B: max(1 s, 10 x 0.01 s)
+    assert rig.tick(T0 + 5.0) == []                          # A: not before 5 s after its fetch ended
+    assert [r.host for r in rig.tick(T0 + 5.2)] == [A]

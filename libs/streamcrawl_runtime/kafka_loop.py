@@ -166,7 +166,7 @@ class RunLoop:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.stop)
         self.consumer.subscribe(list(self.cfg.subscriptions), on_assign=self._on_assign, on_revoke=self._on_revoke)
-        last_commit = last_tick = time.monotonic()
+        last_commit = last_tick = last_stats = time.monotonic()
         try:
             while not self._stopping:
                 await self._apply_rebalance()
@@ -183,6 +183,11 @@ class RunLoop:
                 if now - last_commit >= self.cfg.commit_interval_s:
                     self._flush_and_commit()
                     last_commit = now
+                if now - last_stats >= 30.0:  # a heartbeat that shows a stuck or saturated loop at a glance
+                    last_stats = now
+                    log.info("loop", extra={"in_flight": len(self._tasks), "handled": self.handled,
+                                            "waiting_on_key": sum(len(c) for c in self._key_chains.values()),
+                                            "paused": self._paused, "assigned": len(self._assigned)})
                 await asyncio.sleep(0 if msgs else 0.01)
             log.info("draining", extra={"in_flight": len(self._tasks)})
             if self._tasks:
@@ -197,7 +202,9 @@ class RunLoop:
     # ------------------------------------------------------------------ rebalance
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._assigned = list(consumer.assignment())
+        # Eager (range) assignment: `partitions` is the whole new assignment. consumer.assignment() is
+        # still empty inside this callback, which left pause/resume with nothing to act on.
+        self._assigned = list(partitions)
         self._pending_assign.extend(sorted({p.partition for p in partitions}))
         self._paused = False
 

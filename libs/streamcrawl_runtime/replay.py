@@ -3,6 +3,7 @@ Bloom filter) for the records between a snapshot and the group's position."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 from confluent_kafka import Consumer, TopicPartition
@@ -19,10 +20,16 @@ def read_partition(bootstrap: str, topic: str, partition: int, start: int,
         if pos >= high:
             return
         consumer.assign([TopicPartition(topic, partition, pos)])
+        deadline = time.monotonic() + timeout_s
         while pos < high:
-            msgs = consumer.consume(1000, timeout=timeout_s)
+            # Short waits: consume() returns early only once it has num_messages, and the tail of a
+            # partition is usually fewer than that.
+            msgs = consumer.consume(1000, timeout=0.2)
             if not msgs:
-                raise TimeoutError(f"replay of {topic}[{partition}] stalled at {pos} < {high}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"replay of {topic}[{partition}] stalled at {pos} < {high}")
+                continue
+            deadline = time.monotonic() + timeout_s
             for msg in msgs:
                 if msg.error() is not None:
                     continue

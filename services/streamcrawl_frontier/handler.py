@@ -68,11 +68,14 @@ MAX_ATTEMPTS = 5
 class FrontierHandler:
     def __init__(self, state: CrawlState, politeness: PolitenessConfig, *, lease_s: float = 120.0,
                  discovery_share: float = 0.3, dispatch_per_tick: int = 500,
-                 partitions: int = HOST_PARTITIONS) -> None:
+                 partitions: int = HOST_PARTITIONS, max_leases: int = 1000) -> None:
         self.state = state
         self.politeness = politeness
         self.lease_s = lease_s
         self.dispatch_per_tick = dispatch_per_tick
+        # Outstanding leases per instance: more than the fetchers can start within a lease's life only
+        # waits in Kafka until it expires (then it is re-queued anyway), so the frontier holds it back.
+        self.max_leases = max_leases
         self.partitions = partitions
         self.fconfig = FrontierConfig(discovery_share=discovery_share, politeness=politeness)
         self.frontiers: dict[int, Frontier] = {}
@@ -249,7 +252,7 @@ class FrontierHandler:
         out: list[Output] = []
         queued = 0
         for part, fr in list(self.frontiers.items()):
-            while len(out) < self.dispatch_per_tick:
+            while len(out) < self.dispatch_per_tick and len(self.leases) < self.max_leases:
                 item = fr.next(now)
                 if item is None:
                     break

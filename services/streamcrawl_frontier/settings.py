@@ -13,5 +13,6 @@ class FrontierSettings(StackSettings):
     crawl_delay_cap_s: float = 30.0
     discovery_share: float = 0.3
     dispatch_per_tick: int = 500
+    max_leases: int = 1000           # outstanding fetch requests per frontier instance
     metrics_port: int = 0            # 0 = no metrics HTTP server
     log_level: str = "INFO"

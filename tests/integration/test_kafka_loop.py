@@ -94,6 +94,7 @@ def test_round_trip_partitioning_commit_and_dead_letter(stack, unique):
 
     asyncio.run(drive())
     assert sorted(handler.assigned) == list(range(PARTS))
+    assert sorted(tp.partition for tp in loop._assigned) == list(range(PARTS))  # what pause/resume acts on
 
     out = _drain(stack.kafka_bootstrap, dst, len(hosts))
     assert sorted(m.key().decode() for m in out) == sorted(hosts)

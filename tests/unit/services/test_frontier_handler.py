@@ -348,3 +348,16 @@ def test_control_plane_override_sets_the_host_rate(clock: Clock) -> None:
     assert [r.host for r in rig.tick(T0 + 1.2)] == [B]       # B: max(1 s, 10 x 0.01 s)
     assert rig.tick(T0 + 5.0) == []                          # A: not before 5 s after its fetch ended
     assert [r.host for r in rig.tick(T0 + 5.2)] == [A]
+
+
+def test_outstanding_leases_are_capped(clock: Clock) -> None:
+    state = FakeCrawlState()
+    rig = Rig(clock, state)
+    rig.h.max_leases = 1
+    rig.url("http://a.test/1")
+    rig.url("http://b.test/1")
+    first = rig.tick(T0)
+    assert len(first) == 1 and rig.tick(T0 + 0.5) == []   # the other host waits for a free lease
+    rig.result(first[0], T0 + 1.0)
+    [second] = rig.tick(T0 + 1.1)
+    assert second.host != first[0].host

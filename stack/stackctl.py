@@ -197,7 +197,7 @@ def kafka_engine() -> Engine:
               {"BROKER_PORT": str(KAFKA_PORT), "CONTROLLER_PORT": str(KAFKA_CONTROLLER_PORT), "DATA": str(data)})
         if not (data / "meta.properties").exists():
             data.mkdir(parents=True, exist_ok=True)
-            run_logged("kafka", [*base, "kafka.tools.StorageTool", "format", "-t", _kafka_cluster_id(),
+            run_logged("kafka", [*base, "kafka.tools.StorageTool", "format", f"--cluster-id={_kafka_cluster_id()}",
                                  "-c", str(conf), "--ignore-formatted"], log_path("kafka-format"), timeout=120)
 
     def ready() -> None:
@@ -208,9 +208,13 @@ def kafka_engine() -> Engine:
 
 
 def _kafka_cluster_id() -> str:
-    # A base64url UUID, as `kafka-storage.sh random-uuid` prints.
+    # A base64url UUID, as `kafka-storage.sh random-uuid` prints. Like Kafka's Uuid.randomUuid(), never
+    # one that starts with "-": the storage tool's argument parser would read it as an option.
     import base64
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def cassandra_engine() -> Engine:

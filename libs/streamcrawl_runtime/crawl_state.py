@@ -90,6 +90,7 @@ class CrawlState(Protocol):
     async def queue_delete(self, part: int, host: str, url_fp: int) -> None: ...
     async def queue_load(self, part: int) -> list[QueuedUrl]: ...
     async def host_get(self, host: str) -> HostState | None: ...
+    async def host_lease(self, host: str) -> str | None: ...
     async def host_put_politeness(self, host: str, next_allowed_at: float, backoff_level: int,
                                   last_fetch_ms: float | None, crawl_delay_s: float | None) -> None:
         """Record the host's timer after a fetch and end its lease."""
@@ -155,6 +156,7 @@ class CassandraCrawlState:
                          " FROM frontier_queue WHERE part = ?")
         self._q_load.fetch_size = 5000
         self._h_get = p("SELECT * FROM host_state WHERE host = ?")
+        self._h_lease_get = p("SELECT lease_id FROM host_state WHERE host = ?")
         # Politeness after a fetch also ends the host's lease: one write instead of two per page.
         self._h_pol = p("UPDATE host_state SET next_allowed_at = ?, backoff_level = ?, last_fetch_ms = ?,"
                         " crawl_delay_s = ?, lease_id = null, lease_url = null, lease_expires_at = null"
@@ -241,6 +243,11 @@ class CassandraCrawlState:
         return HostState(host, r.robots_status, r.robots_body, epoch(r.robots_fetched_at), r.crawl_delay_s,
                          r.last_fetch_ms, epoch(r.next_allowed_at), r.backoff_level or 0, r.lease_id, r.lease_url,
                          epoch(r.lease_expires_at), r.urls_this_cycle or 0, r.soft404_signature)
+
+    async def host_lease(self, host: str) -> str | None:
+        """The host's current lease id (the fencing token a fetcher checks before a request)."""
+        rows = await self._exec(self._h_lease_get, (host,))
+        return str(rows[0].lease_id) if rows and rows[0].lease_id else None
 
     async def host_put_politeness(self, host: str, next_allowed_at: float, backoff_level: int,
                                   last_fetch_ms: float | None, crawl_delay_s: float | None) -> None:

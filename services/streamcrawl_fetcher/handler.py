@@ -91,6 +91,12 @@ class FetcherHandler:
         if req.lease_expires_at < started:
             # The frontier has already re-queued this URL: fetching now could break politeness.
             return result("lease_expired", error="lease expired before the fetch started")
+        if await self.state.host_lease(req.host) != req.lease_id:
+            # Fencing: the frontier persists every lease before it sends the request and clears it when the
+            # result arrives. A request replayed after a crash (at-least-once) whose lease is no longer the
+            # host's current one was already done or superseded; fetching it again could land right next
+            # to the current lease's request.
+            return result("lease_expired", error="lease superseded (replayed request)")
         try:
             url = normalize(req.url)
             origin = origin_of(url)

@@ -198,9 +198,13 @@ class FrontierHandler:
             # A result from before a restart, or a replay: apply its politeness without a local lease.
             if res.host in self.leases:
                 return  # another lease is live; this result is stale
-            nxt = next_allowed_at(now, res.fetch_s, res.crawl_delay_s, self.politeness)
-            level = 0
-            fr.restore_host(res.host, nxt, level)
+            if res.outcome == "lease_expired":
+                return  # no request was made (a fenced replay): nothing to learn, nothing to free
+            # done() on a host that is not in flight only ever pushes its timer later: a late result can
+            # never shorten a back-off or a delay already in force.
+            nxt = fr.done(res.host, now, res.fetch_s, res.status, res.crawl_delay_s, res.retry_after_s)
+            snap = fr.host_snapshot(res.host)
+            level = snap.backoff_level if snap else 0
         if res.crawl_delay_s is not None:
             self._set_params(fr, res.host, res.crawl_delay_s)
         # (also clears the lease in host_state)

@@ -158,6 +158,10 @@ class FakeCrawlState:
         self.due.pop((_ms(next_visit_at) or 0.0, host, url_fp), None)
 
     # ---------------------------------------------------------------- control plane
+    async def host_lease(self, host: str) -> str | None:
+        hs = self.hosts.get(host)
+        return hs.lease_id if hs else None
+
     async def host_overrides(self) -> dict[str, HostOverrideRow]:
         return dict(self.overrides)
 

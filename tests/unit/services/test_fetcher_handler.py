@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 from streamcrawl_contracts.messages import FetchRequest, FetchResult
@@ -18,9 +18,9 @@ from streamcrawl_fetcher.handler import FetcherHandler, FetchPolicy
 from streamcrawl_fetcher.robots_cache import RobotsCache
 from streamcrawl_fetcher.settings import DEFAULT_USER_AGENT
 from streamcrawl_runtime.blobstore import MemoryBlobStore
-from streamcrawl_runtime.crawl_state import UrlState
+from streamcrawl_runtime.crawl_state import HostState, UrlState
 from streamcrawl_runtime.errors import TransientError
-from streamcrawl_runtime.kafka_loop import Record
+from streamcrawl_runtime.kafka_loop import Output, Record
 
 from .fakes import FakeCrawlState, Reply, ScriptedHTTP, TinyDNS
 
@@ -80,6 +80,9 @@ class Rig:
             assert isinstance(res, FetchResult)
             return res
 
+        # the frontier persists the lease before it sends a request (the fetcher checks it: fencing)
+        hs = self.state.hosts.setdefault(req.host, HostState(req.host))
+        hs.lease_id = req.lease_id
         # a fresh client per run: httpx clients are bound to the event loop that used them
         self.client = self.http.client = make_client(16)
         return asyncio.run(go())
@@ -308,3 +311,26 @@ def test_dns_positive_and_negative_answers_are_cached(dns_server: TinyDNS) -> No
     asyncio.run(go())
     new = dns_server.queries[len(before):]
     assert new.count("other.test") == 1 and new.count("gone.test") == 1
+
+
+def test_replayed_request_with_a_superseded_lease_is_not_fetched(rig: Rig) -> None:
+    """After a crash the fetcher may re-consume a request it already executed; the host's current lease
+    (persisted by the frontier) is another one by then, so no second request reaches the host."""
+    rig.allow_all()
+    rig.web.routes["/x"] = Reply(200, b"body")
+    req = rig.request("/x")
+    first = rig.run(req)
+    assert first.outcome == "fetched"
+    before = len(rig.web.pages())
+
+    async def superseded(host: str) -> str | None:
+        return "L2"  # the frontier has leased the host again since
+
+    rig.state.host_lease = superseded  # type: ignore[method-assign]
+
+    async def go() -> Sequence[Output]:
+        return await rig.handler.handle(Record("t", 0, 0, req.host, b""), req)
+
+    rig.http.client = make_client(16)
+    [out] = asyncio.run(go())
+    assert out.value.outcome == "lease_expired" and len(rig.web.pages()) == before

@@ -361,3 +361,17 @@ def test_outstanding_leases_are_capped(clock: Clock) -> None:
     rig.result(first[0], T0 + 1.0)
     [second] = rig.tick(T0 + 1.1)
     assert second.host != first[0].host
+
+
+def test_fenced_replay_result_does_not_move_the_host_timer(clock: Clock) -> None:
+    """A lease_expired result for a lease the frontier no longer holds (a fetcher replay it fenced) made
+    no request: it must neither free nor re-time the host."""
+    rig = Rig(clock)
+    rig.url("http://a.test/1")
+    rig.url("http://a.test/2")
+    [r1] = rig.tick(T0)
+    rig.result(r1, T0 + 0.1, status=429, fetch_s=0.01, retry_after_s=30.0)  # back-off: >= 30 s
+    stale = r1.model_copy(update={"lease_id": "OLD"})
+    rig.result(stale, T0 + 0.2, outcome="lease_expired", status=None, fetch_s=0.0)
+    assert rig.tick(T0 + 2.0) == []
+    assert rig.tick(T0 + 29.0) == []

@@ -89,16 +89,22 @@ def test_fetch_request_to_parsed_page(stack, cql, s3, unique):
                          Redirect(ParserHandler(blobs), parsed_spec))
 
     prod = Producer({"bootstrap.servers": stack.kafka_bootstrap, "partitioner": "murmur2_random"})
-    for lease in ("lease-1", "lease-2"):  # same key: handled in order, robots first, then the page
-        req = FetchRequest(url=url, host=host, url_fp=url_fingerprint(url), lease_id=lease,
+
+    async def lease(lease_id: str) -> None:
+        # As the frontier does: the lease is in host_state (the fetcher's fencing token) before the request.
+        await state.host_put_lease(host, lease_id, url, time.time() + 120)
+        req = FetchRequest(url=url, host=host, url_fp=url_fingerprint(url), lease_id=lease_id,
                            lease_expires_at=time.time() + 120)
         prod.produce(req_t, key=host.encode(), value=req.model_dump_json().encode())
-    assert prod.flush(30) == 0
+        assert prod.flush(30) == 0
 
     async def scenario() -> tuple[list[bytes], list[bytes]]:
         runs = [asyncio.create_task(fetch_loop.run(install_signals=False)),
                 asyncio.create_task(parse_loop.run(install_signals=False))]
         try:
+            await lease("lease-1")  # robots.txt first (one lease, one request) ...
+            await asyncio.to_thread(_read, stack.kafka_bootstrap, res_t, 1)
+            await lease("lease-2")  # ... then the page under the next lease
             parsed = await asyncio.to_thread(_read, stack.kafka_bootstrap, parsed_t, 1)
             results = await asyncio.to_thread(_read, stack.kafka_bootstrap, res_t, 2)
         finally:

@@ -71,6 +71,19 @@ class Handler(Protocol):
     async def tick(self, now: float) -> Sequence[Output]: ...
 
 
+class StatelessHandler:
+    """Base for handlers that keep no per-partition state and do no periodic work (fetcher, parser)."""
+
+    async def on_assign(self, partitions: list[int]) -> None:
+        return None
+
+    async def on_revoke(self, partitions: list[int]) -> None:
+        return None
+
+    async def tick(self, now: float) -> Sequence[Output]:
+        return ()
+
+
 @dataclass
 class LoopConfig:
     service: str

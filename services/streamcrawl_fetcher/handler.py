@@ -25,7 +25,7 @@ from streamcrawl_core.politeness import parse_retry_after
 from streamcrawl_core.urls import UrlError, host_of, normalize, origin_of
 from streamcrawl_runtime.blobstore import BlobStore
 from streamcrawl_runtime.crawl_state import CrawlState
-from streamcrawl_runtime.kafka_loop import Output, Record
+from streamcrawl_runtime.kafka_loop import Output, Record, StatelessHandler
 
 from streamcrawl_fetcher.dns import AddressNotAllowed, DnsError
 from streamcrawl_fetcher.fetch import HttpFetcher, HttpResponse, NetworkError
@@ -48,7 +48,7 @@ class FetchPolicy:
     robots_max_redirects: int = 5
 
 
-class FetcherHandler:
+class FetcherHandler(StatelessHandler):
     def __init__(self, http: HttpFetcher, robots: RobotsCache, state: CrawlState, blobs: BlobStore,
                  policy: FetchPolicy | None = None, clock: Callable[[], float] = time.time) -> None:
         self.http = http
@@ -59,15 +59,6 @@ class FetcherHandler:
         self.clock = clock
 
     # ------------------------------------------------------------------ Handler protocol
-
-    async def on_assign(self, partitions: list[int]) -> None:
-        return None
-
-    async def on_revoke(self, partitions: list[int]) -> None:
-        return None
-
-    async def tick(self, now: float) -> Sequence[Output]:
-        return ()
 
     async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
         if not isinstance(message, FetchRequest):

@@ -18,7 +18,7 @@ from streamcrawl_contracts.topics import PARSED
 from streamcrawl_core.simhash import simhash, to_signed64
 from streamcrawl_runtime.blobstore import BlobStore
 from streamcrawl_runtime.errors import PoisonMessage
-from streamcrawl_runtime.kafka_loop import Output, Record
+from streamcrawl_runtime.kafka_loop import Output, Record, StatelessHandler
 
 from streamcrawl_parser.parse import ParseOutcome, is_html, parse_html
 
@@ -54,20 +54,11 @@ def build_page(result: FetchResult, body: bytes, max_links: int = 1000,
     ), outcome
 
 
-class ParserHandler:
+class ParserHandler(StatelessHandler):
     def __init__(self, blobs: BlobStore, max_links: int = 1000, simhash_max_chars: int = 2_000_000) -> None:
         self.blobs = blobs
         self.max_links = max_links
         self.simhash_max_chars = simhash_max_chars
-
-    async def on_assign(self, partitions: list[int]) -> None:
-        return None
-
-    async def on_revoke(self, partitions: list[int]) -> None:
-        return None
-
-    async def tick(self, now: float) -> Sequence[Output]:
-        return ()
 
     async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
         if not isinstance(message, FetchResult):

@@ -19,22 +19,20 @@ import dns.message
 import dns.rcode
 import dns.rdatatype
 import dns.rrset
-from streamcrawl_runtime.crawl_state import DueRow, HostOverrideRow, HostState, QueuedUrl, UrlState
+from streamcrawl_runtime.crawl_state import (  # the adapter's own block layout
+    DueRow,
+    HostOverrideRow,
+    HostState,
+    QueuedUrl,
+    UrlState,
+    _signed,
+    _u16_blocks,
+)
 
 
 def _ms(epoch: float | None) -> float | None:
     """Cassandra `timestamp` keeps milliseconds: what a value reads back as."""
     return None if epoch is None else math.floor(epoch * 1000.0) / 1000.0
-
-
-def _u16_blocks(simhash: int) -> list[tuple[int, int]]:
-    u = simhash & 0xFFFFFFFFFFFFFFFF
-    return [(b, (u >> (16 * b)) & 0xFFFF) for b in range(4)]
-
-
-def _signed(u: int) -> int:
-    u &= 0xFFFFFFFFFFFFFFFF
-    return u - (1 << 64) if u >= 1 << 63 else u
 
 
 class FakeCrawlState:

@@ -196,10 +196,14 @@ class FrontierHandler:
             level = snap.backoff_level if snap else 0
         else:
             # A result from before a restart, or a replay: apply its politeness without a local lease.
-            if res.host in self.leases:
-                return  # another lease is live; this result is stale
             if res.outcome == "lease_expired":
                 return  # no request was made (a fenced replay): nothing to learn, nothing to free
+            if res.host in self.leases:
+                # Another lease is live, so this result is stale for politeness; but the page was fetched,
+                # so the rebuilt queue's copy of it must not be fetched again.
+                if res.outcome != "robots_fetched" and not self._retryable(res):
+                    await self._finish_url(fr, part, res.host, res.url, res.url_fp)
+                return
             # done() on a host that is not in flight only ever pushes its timer later: a late result can
             # never shorten a back-off or a delay already in force.
             nxt = fr.done(res.host, now, res.fetch_s, res.status, res.crawl_delay_s, res.retry_after_s)
@@ -216,17 +220,25 @@ class FrontierHandler:
             if meta is None:
                 self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part)
             return
-        retryable = res.outcome == "network_error" or (res.outcome == "http_error" and res.status in RETRY_STATUSES)
         attempts = (meta.attempts if meta else 0) + 1
-        if retryable and attempts < MAX_ATTEMPTS:
+        if self._retryable(res) and attempts < MAX_ATTEMPTS:
             RETRIED.inc()
             fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=now)
             self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part, attempts)
             return
-        await self.state.queue_delete(part, res.host, res.url_fp)
-        self.meta.pop(res.url, None)
-        if fr.is_known(res.url):  # a rebuilt queue still holds the URL this result just finished
-            self.cancelled.add(res.url)
+        await self._finish_url(fr, part, res.host, res.url, res.url_fp)
+
+    @staticmethod
+    def _retryable(res: FetchResult) -> bool:
+        return res.outcome == "network_error" or (res.outcome == "http_error" and res.status in RETRY_STATUSES)
+
+    async def _finish_url(self, fr: Frontier, part: int, host: str, url: str, url_fp: int) -> None:
+        """The URL is done for this cycle: drop its durable row; a queued copy (from a rebuild or a
+        replayed discovery) is skipped at dispatch."""
+        await self.state.queue_delete(part, host, url_fp)
+        self.meta.pop(url, None)
+        if fr.is_known(url):
+            self.cancelled.add(url)
 
     def _set_params(self, fr: Frontier, host: str, crawl_delay_s: float | None) -> None:
         # set_host_params replaces both values, so both are always passed.
@@ -263,6 +275,10 @@ class FrontierHandler:
                 if item.url in self.cancelled:
                     self.cancelled.discard(item.url)
                     fr.done(item.host, now, 0.0, 200)  # no request was made; the host keeps its timer
+                    # A replayed discovery may have written the row again after the URL was finished:
+                    # without this delete the durable queue keeps a URL that memory no longer has.
+                    fp = self.meta.pop(item.url).url_fp if item.url in self.meta else url_fingerprint(item.url)
+                    await self.state.queue_delete(part, item.host, fp)
                     continue
                 meta = self.meta.get(item.url) or UrlMeta(url_fingerprint(item.url), 0, part)
                 lease = Lease(uuid.uuid4().hex, item.url, meta.url_fp, part, now + self.lease_s)

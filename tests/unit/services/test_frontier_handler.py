@@ -307,6 +307,40 @@ def test_result_of_pre_restart_lease_completes_the_url(clock: Clock) -> None:
     assert rig.tick(T0 + 100) == []
 
 
+def test_replayed_discovery_of_a_finished_url_leaves_no_durable_row(clock: Clock) -> None:
+    # Seen in CI after kill -9: the rebuilt queue held /1, its pre-restart lease's result finished it, then
+    # dedup's replay re-emitted /1. Memory skipped it at dispatch but the re-written row stayed for ever,
+    # so the durable queue never drained.
+    state = FakeCrawlState()
+    _persisted(state, "http://a.test/1")
+    state.hosts[A] = HostState(A, lease_id="L1", lease_url="http://a.test/1", lease_expires_at=T0 + 50)
+    rig = Rig(clock, state)
+    req = FetchRequest(url="http://a.test/1", host=A, url_fp=url_fingerprint("http://a.test/1"),
+                       lease_id="L1", lease_expires_at=T0 + 50)
+    rig.result(req, T0 + 1)
+    rig.url("http://a.test/1", depth=1)  # the replayed discovery
+    assert state.queue != {}
+    assert rig.tick(T0 + 100) == []
+    assert state.queue == {}
+    assert rig.h.stats()["queued"] == 0
+
+
+def test_stale_lease_result_that_fetched_the_page_finishes_the_url(clock: Clock) -> None:
+    state = FakeCrawlState()
+    _persisted(state, "http://a.test/1")
+    _persisted(state, "http://a.test/2")
+    state.hosts[A] = HostState(A, lease_id="L2", lease_url="http://a.test/2", lease_expires_at=T0 + 50)
+    rig = Rig(clock, state)
+    old = FetchRequest(url="http://a.test/1", host=A, url_fp=url_fingerprint("http://a.test/1"),
+                       lease_id="L0", lease_expires_at=T0 - 10)
+    rig.result(old, T0 + 1)  # fetched under a lease from before the crash
+    req2 = FetchRequest(url="http://a.test/2", host=A, url_fp=url_fingerprint("http://a.test/2"),
+                        lease_id="L2", lease_expires_at=T0 + 50)
+    rig.result(req2, T0 + 2)
+    assert rig.tick(T0 + 100) == []  # /1 is not fetched a second time
+    assert state.queue == {}
+
+
 def test_on_revoke_drops_the_partition(clock: Clock) -> None:
     rig = Rig(clock)
     rig.url("http://a.test/1")

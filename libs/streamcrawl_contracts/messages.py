@@ -11,7 +11,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 def _now() -> datetime:
@@ -55,16 +55,28 @@ class UrlMessage(Envelope):
     kind: Kind = "discovery"
     not_before: float = 0.0
     via: str | None = None
+    #: dedup re-sent this discovery because its candidate event was delivered again (after a crash); the
+    #: frontier drops it if it already finished the URL.
+    replayed: bool = False
 
 
-class UrlCandidate(Envelope):
-    """An out-link, already normalized, keyed by its target host, for the URL seen-set check."""
+class UrlCandidates(Envelope):
+    """Normalized URLs that share one target host, keyed by that host, for the URL seen-set check: the
+    out-links of one page (or a seed, or a redirect target). One message per (page, target host) rather
+    than per link: most links stay on the page's host, so a page costs one or two messages, not dozens.
+    `urls[i]` has fingerprint `url_fps[i]`."""
 
-    url: str
     host: str
-    url_fp: int
     depth: int
     source_url: str
+    urls: list[str] = Field(min_length=1)
+    url_fps: list[int] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _same_length(self) -> UrlCandidates:
+        if len(self.urls) != len(self.url_fps):
+            raise ValueError(f"{len(self.urls)} urls but {len(self.url_fps)} url_fps")
+        return self
 
 
 class FetchRequest(Envelope):
@@ -171,5 +183,5 @@ class DeadLetter(Envelope):
 
 MODELS: dict[str, type[Envelope]] = {
     m.__name__: m
-    for m in (SeedMessage, UrlMessage, UrlCandidate, FetchRequest, FetchResult, ParsedPage, PageFetched, DeadLetter)
+    for m in (SeedMessage, UrlMessage, UrlCandidates, FetchRequest, FetchResult, ParsedPage, PageFetched, DeadLetter)
 }

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol
 
 from cassandra.cluster import ResponseFuture, Session
+from cassandra.query import BatchStatement, BatchType
 
 from streamcrawl_runtime.errors import TransientError, is_transient
 
@@ -82,12 +83,14 @@ class UrlState:
     discovered_at: float | None = None
     sched_hash: str | None = None
     discovered_by: str | None = None
+    frontier_done_at: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 class CrawlState(Protocol):
     async def queue_put(self, item: QueuedUrl) -> None: ...
     async def queue_delete(self, part: int, host: str, url_fp: int) -> None: ...
+    async def queue_finish(self, part: int, host: str, url_fp: int, now: float) -> None: ...
     async def queue_load(self, part: int) -> list[QueuedUrl]: ...
     async def host_get(self, host: str) -> HostState | None: ...
     async def host_lease(self, host: str) -> str | None: ...
@@ -152,6 +155,7 @@ class CassandraCrawlState:
         self._q_put = p("INSERT INTO frontier_queue (part, host, url_fp, url, priority, kind, not_before, depth,"
                         " enqueued_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
         self._q_del = p("DELETE FROM frontier_queue WHERE part = ? AND host = ? AND url_fp = ?")
+        self._u_done = p("UPDATE url_state SET frontier_done_at = ? WHERE host = ? AND url_fp = ?")
         self._q_load = p("SELECT host, url_fp, url, priority, kind, not_before, depth, enqueued_at"
                          " FROM frontier_queue WHERE part = ?")
         self._q_load.fetch_size = 5000
@@ -229,6 +233,14 @@ class CassandraCrawlState:
     async def queue_delete(self, part: int, host: str, url_fp: int) -> None:
         await self._exec(self._q_del, (part, host, url_fp))
 
+    async def queue_finish(self, part: int, host: str, url_fp: int, now: float) -> None:
+        """Drop the queue row and mark the URL done, in one unlogged batch (one round trip): both rows
+        are idempotent, so a half-applied batch is repaired by the replayed result."""
+        batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+        batch.add(self._q_del, (part, host, url_fp))
+        batch.add(self._u_done, (ts(now), host, url_fp))
+        await self._exec(batch, ())
+
     async def queue_load(self, part: int) -> list[QueuedUrl]:
         rows = await self._exec(self._q_load, (part,))
         return [QueuedUrl(part, r.host, r.url_fp, r.url, 5 if r.priority is None else r.priority, r.kind or "discovery",
@@ -274,7 +286,7 @@ class CassandraCrawlState:
                         r.simhash, r.storage_key, r.etag, r.last_modified, epoch(r.fetched_at), r.fetch_count or 0,
                         r.change_count or 0, epoch(r.last_changed_at), r.change_interval_s,
                         epoch(r.next_visit_at), r.canonical_url, epoch(r.discovered_at), r.sched_hash,
-                        r.discovered_by)
+                        r.discovered_by, epoch(r.frontier_done_at))
 
     async def url_insert_discovered(self, host: str, url_fp: int, url: str, depth: int, now: float,
                                     event_id: str = "") -> None:

@@ -24,7 +24,7 @@ from streamcrawl_contracts.messages import (
     FetchResult,
     PageFetched,
     ParsedPage,
-    UrlCandidate,
+    UrlCandidates,
     UrlMessage,
 )
 from streamcrawl_contracts.topics import HOST_PARTITIONS, PAGE_FETCHED, URL_CANDIDATES, URLS
@@ -98,8 +98,8 @@ class DedupHandler:
         return False
 
     async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
-        if isinstance(message, UrlCandidate):
-            return await self._candidate(record, message)
+        if isinstance(message, UrlCandidates):
+            return await self._candidates(record, message)
         if isinstance(message, ParsedPage):
             return await self._parsed(message)
         if isinstance(message, FetchResult):
@@ -108,36 +108,41 @@ class DedupHandler:
 
     # ------------------------------------------------------------------ URLs
 
-    async def _candidate(self, record: Record, cand: UrlCandidate) -> Sequence[Output]:
-        host = cand.host
-        reason = check_url(cand.url, cand.depth, self.traps) or self.params.observe(host, cand.url)
-        if reason is not None:
-            URL_DECISIONS.labels(f"trap_{reason}").inc()
-            return []
+    async def _candidates(self, record: Record, batch: UrlCandidates) -> Sequence[Output]:
+        host = batch.host
         if self._blocked(host):
-            URL_DECISIONS.labels("blocked").inc()
+            URL_DECISIONS.labels("blocked").inc(len(batch.urls))
             return []
-        verdict = await self.seen.check_and_add(record.partition, host, cand.url_fp, cand.event_id)
-        if verdict == "seen":
-            URL_DECISIONS.labels("seen").inc()
-            return []
-        if verdict == "new":
-            cycle = int(time.time() // self.cycle_s)
-            if cycle != self.cycle:
-                self.cycle = cycle
-                self.budget.forget_before(cycle)
-            if not self.budget.try_consume(host, self.cycle):
-                URL_DECISIONS.labels("over_budget").inc()
-                return []
-            await self.state.url_insert_discovered(host, cand.url_fp, cand.url, cand.depth, time.time(),
-                                                   cand.event_id)
-        URL_DECISIONS.labels(verdict).inc()
-        priority = 0 if cand.source_url.startswith("seed:") else min(9, 1 + cand.depth)
-        return [Output(URLS, host, UrlMessage(url=cand.url, host=host, url_fp=cand.url_fp, depth=cand.depth,
-                                              priority=priority, kind="discovery", via=cand.source_url))]
-
-    def _candidates(self, urls: list[str], depth: int, source: str) -> list[Output]:
+        priority = 0 if batch.source_url.startswith("seed:") else min(9, 1 + batch.depth)
         out: list[Output] = []
+        for url, url_fp in zip(batch.urls, batch.url_fps, strict=True):
+            reason = check_url(url, batch.depth, self.traps) or self.params.observe(host, url)
+            if reason is not None:
+                URL_DECISIONS.labels(f"trap_{reason}").inc()
+                continue
+            verdict = await self.seen.check_and_add(record.partition, host, url_fp, batch.event_id)
+            if verdict == "seen":
+                URL_DECISIONS.labels("seen").inc()
+                continue
+            if verdict == "new":
+                cycle = int(time.time() // self.cycle_s)
+                if cycle != self.cycle:
+                    self.cycle = cycle
+                    self.budget.forget_before(cycle)
+                if not self.budget.try_consume(host, self.cycle):
+                    URL_DECISIONS.labels("over_budget").inc()
+                    continue
+                await self.state.url_insert_discovered(host, url_fp, url, batch.depth, time.time(),
+                                                       batch.event_id)
+            URL_DECISIONS.labels(verdict).inc()
+            out.append(Output(URLS, host, UrlMessage(url=url, host=host, url_fp=url_fp, depth=batch.depth,
+                                                     priority=priority, kind="discovery",
+                                                     via=batch.source_url, replayed=verdict == "replay")))
+        return out
+
+    def _links_out(self, urls: list[str], depth: int, source: str) -> list[Output]:
+        """Normalize links and group them by target host: one UrlCandidates message per host."""
+        by_host: dict[str, dict[str, int]] = {}  # host → {url: fingerprint}, in link order
         for url in urls:
             try:
                 url = normalize(url)
@@ -145,9 +150,12 @@ class DedupHandler:
             except UrlError:
                 URL_DECISIONS.labels("malformed").inc()
                 continue
-            out.append(Output(URL_CANDIDATES, host, UrlCandidate(url=url, host=host, url_fp=url_fingerprint(url),
-                                                                 depth=depth, source_url=source)))
-        return out
+            group = by_host.setdefault(host, {})
+            if url not in group:
+                group[url] = url_fingerprint(url)
+        return [Output(URL_CANDIDATES, host, UrlCandidates(host=host, depth=depth, source_url=source,
+                                                           urls=list(group), url_fps=list(group.values())))
+                for host, group in by_host.items()]
 
     # ------------------------------------------------------------------ pages
 
@@ -196,7 +204,7 @@ class DedupHandler:
             http_status=page.http_status, content_type=page.content_type, content_hash=page.content_hash,
             simhash=page.simhash, storage_key=page.storage_key, out_links=links, title=page.title,
             changed=changed))]
-        out.extend(self._candidates(links, page.depth + 1, page.url))
+        out.extend(self._links_out(links, page.depth + 1, page.url))
         return out
 
     async def _near_duplicate(self, page: ParsedPage) -> str | None:
@@ -221,5 +229,5 @@ class DedupHandler:
         st.fetch_count = (prev.fetch_count if prev else 0) + 1
         await self.state.url_put_fetch(st)
         if res.outcome == "redirect" and res.redirect_to:
-            return self._candidates([res.redirect_to], res.depth, res.url)
+            return self._links_out([res.redirect_to], res.depth, res.url)
         return []

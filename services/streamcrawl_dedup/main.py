@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from streamcrawl_contracts.messages import FetchResult, ParsedPage, UrlCandidate
+from streamcrawl_contracts.messages import FetchResult, ParsedPage, UrlCandidates
 from streamcrawl_contracts.topics import FETCH_RESULTS, PARSED, URL_CANDIDATES
 from streamcrawl_core.traps import TrapConfig
 from streamcrawl_runtime.kafka_loop import LoopConfig, RunLoop
@@ -25,7 +25,7 @@ def main() -> None:
         for offset, raw in read_partition(settings.kafka_bootstrap, URL_CANDIDATES.name, part, start):
             end = offset + 1
             try:
-                fps.append(UrlCandidate.model_validate_json(raw).url_fp)
+                fps.extend(UrlCandidates.model_validate_json(raw).url_fps)
             except ValueError:
                 continue  # a poison candidate was dead-lettered, never admitted
         return fps, end
@@ -35,7 +35,7 @@ def main() -> None:
     handler = DedupHandler(state, seen, traps, simhash_distance=settings.simhash_distance,
                            snapshot_interval_s=settings.snapshot_interval_s)
     config = LoopConfig(service="dedup", group_id=settings.group_id, bootstrap=settings.kafka_bootstrap,
-                        subscriptions={URL_CANDIDATES.name: UrlCandidate, PARSED.name: ParsedPage,
+                        subscriptions={URL_CANDIDATES.name: UrlCandidates, PARSED.name: ParsedPage,
                                        FETCH_RESULTS.name: FetchResult},
                         max_in_flight=500, resume_below=250, tick_interval_s=1.0)
     loop = RunLoop(config, handler)

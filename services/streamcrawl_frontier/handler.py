@@ -21,7 +21,7 @@ from streamcrawl_contracts.messages import (
     FetchRequest,
     FetchResult,
     SeedMessage,
-    UrlCandidate,
+    UrlCandidates,
     UrlMessage,
 )
 from streamcrawl_contracts.topics import FETCH_REQUESTS, HOST_PARTITIONS, SEEDS, URL_CANDIDATES
@@ -40,6 +40,8 @@ DISPATCHED = Counter("streamcrawl_frontier_dispatched_total", "Fetch requests le
 REROUTED = Counter("streamcrawl_frontier_rerouted_total", "Seeds that arrived on the wrong partition")
 EXPIRED = Counter("streamcrawl_frontier_lease_expired_total", "Leases that expired and were re-queued")
 RETRIED = Counter("streamcrawl_frontier_retried_total", "Fetches re-queued after 429/503 or a network error")
+REPLAY_DROPPED = Counter("streamcrawl_frontier_replay_dropped_total",
+                         "Discoveries re-sent by dedup after a crash for URLs already finished")
 QUEUED = Gauge("streamcrawl_frontier_queued", "URLs queued in owned partitions")
 
 
@@ -158,7 +160,8 @@ class FrontierHandler:
             REROUTED.inc()
             return [Output(SEEDS, host, seed.model_copy(update={"url": url}))]
         # Seeds take the same path as every other URL: through the dedup seen-set to this frontier.
-        cand = UrlCandidate(url=url, host=host, url_fp=url_fingerprint(url), depth=0, source_url="seed:" + seed.source)
+        cand = UrlCandidates(host=host, depth=0, source_url="seed:" + seed.source, urls=[url],
+                             url_fps=[url_fingerprint(url)])
         return [Output(URL_CANDIDATES, host, cand)]
 
     async def _enqueue(self, record: Record, msg: UrlMessage) -> None:
@@ -166,6 +169,13 @@ class FrontierHandler:
         fr = self.frontiers.get(part)
         if fr is None:  # not ours any more (revoked mid-flight): the new owner replays it
             return
+        if msg.replayed and not fr.is_known(msg.url):
+            # Re-sent by dedup after a crash: if this frontier already finished the URL, the replay must
+            # not fetch it again. Only replays pay this read.
+            row = await self.state.url_get(msg.host, msg.url_fp)
+            if row is not None and row.frontier_done_at is not None:
+                REPLAY_DROPPED.inc()
+                return
         now = time.time()
         if msg.host not in self.known_hosts:
             await self._load_host(fr, msg.host, now)
@@ -235,7 +245,7 @@ class FrontierHandler:
     async def _finish_url(self, fr: Frontier, part: int, host: str, url: str, url_fp: int) -> None:
         """The URL is done for this cycle: drop its durable row; a queued copy (from a rebuild or a
         replayed discovery) is skipped at dispatch."""
-        await self.state.queue_delete(part, host, url_fp)
+        await self.state.queue_finish(part, host, url_fp, time.time())
         self.meta.pop(url, None)
         if fr.is_known(url):
             self.cancelled.add(url)

@@ -53,3 +53,25 @@ def test_s3_missing_key(s3, stack, unique):
     assert store.get_bytes(f"pages/zz/{unique}.gz") is None
     with pytest.raises(KeyError):
         store.get_page(f"pages/zz/{unique}.gz")
+
+
+def test_queue_finish_drops_the_row_and_marks_the_url_in_one_batch(cql, unique):
+    import asyncio
+
+    from streamcrawl_runtime.crawl_state import CassandraCrawlState, QueuedUrl
+
+    state = CassandraCrawlState(cql)
+    host, fp, url = f"finish-{unique}.test", 7, f"http://finish-{unique}.test/"
+
+    async def scenario() -> tuple[list[QueuedUrl], list[QueuedUrl], float | None]:
+        await state.url_insert_discovered(host, fp, url, 0, 1_700_000_000.0, "ev")
+        await state.queue_put(QueuedUrl(3, host, fp, url, 5, "discovery", 0.0, 0, 1_700_000_000.0))
+        before = [q for q in await state.queue_load(3) if q.host == host]
+        await state.queue_finish(3, host, fp, 1_700_000_100.0)
+        after = [q for q in await state.queue_load(3) if q.host == host]
+        row = await state.url_get(host, fp)
+        return before, after, row.frontier_done_at if row else None
+
+    before, after, done_at = asyncio.run(scenario())
+    assert [q.url for q in before] == [url] and after == []
+    assert done_at == 1_700_000_100.0

@@ -77,6 +77,13 @@ class FakeCrawlState:
         self.calls.append(("queue_delete", host, url_fp))
         self.queue.pop((part, host, url_fp), None)
 
+    async def queue_finish(self, part: int, host: str, url_fp: int, now: float) -> None:
+        self.calls.append(("queue_finish", host, url_fp))
+        self.queue.pop((part, host, url_fp), None)
+        row = self.urls.get((host, url_fp))
+        if row is not None:  # like the CQL UPDATE, which would create the row: only mark known URLs here
+            row.frontier_done_at = _ms(now)
+
     async def queue_load(self, part: int) -> list[QueuedUrl]:
         return [dataclasses.replace(q) for (p, _, _), q in self.queue.items() if p == part]
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from streamcrawl_contracts.messages import FetchResult, PageFetched, ParsedPage, SeedMessage, UrlCandidate, UrlMessage
+from streamcrawl_contracts.messages import FetchResult, PageFetched, ParsedPage, SeedMessage, UrlCandidates, UrlMessage
 from streamcrawl_contracts.topics import PAGE_FETCHED, URL_CANDIDATES, URLS
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.partition import partition_for
@@ -49,7 +49,7 @@ class Rig:
 
     def cand(self, url: str, depth: int = 1, source: str = "http://src.test/") -> Sequence[Output]:
         host = host_of(url)
-        c = UrlCandidate(url=url, host=host, url_fp=url_fingerprint(url), depth=depth, source_url=source)
+        c = UrlCandidates(host=host, depth=depth, source_url=source, urls=[url], url_fps=[url_fingerprint(url)])
         return self.run(self.h.handle(rec(host), c))  # type: ignore[no-any-return]
 
     def page(self, url: str, content_hash: str, at: float = T0, simhash: int | None = SIM,
@@ -73,7 +73,7 @@ def published(outs: Sequence[Output]) -> list[PageFetched]:
     return [o.value for o in outs if o.topic == PAGE_FETCHED]  # type: ignore[misc]
 
 
-def candidates(outs: Sequence[Output]) -> list[tuple[str | None, UrlCandidate]]:
+def candidates(outs: Sequence[Output]) -> list[tuple[str | None, UrlCandidates]]:
     return [(o.key, o.value) for o in outs if o.topic == URL_CANDIDATES]  # type: ignore[misc]
 
 
@@ -162,13 +162,33 @@ def test_first_page_is_published_and_out_links_keyed_by_their_host() -> None:
         "http://a.test/p", "http://a.test/p", "h1", SIM, False)
     assert [o.key for o in outs if o.topic == PAGE_FETCHED] == ["a.test"]
     cands = candidates(outs)
-    assert [(k, c.url, c.depth, c.source_url) for k, c in cands] == [
-        ("b.test", "http://b.test/1", 3, "http://a.test/p"),
-        ("c.test", "http://c.test/b", 3, "http://a.test/p"),
-        ("a.test", "http://a.test/self", 3, "http://a.test/p")]
-    assert all(c.url_fp == url_fingerprint(c.url) and c.host == k for k, c in cands)
+    assert [(k, c.urls, c.depth, c.source_url) for k, c in cands] == [
+        ("b.test", ["http://b.test/1"], 3, "http://a.test/p"),
+        ("c.test", ["http://c.test/b"], 3, "http://a.test/p"),
+        ("a.test", ["http://a.test/self"], 3, "http://a.test/p")]
+    assert all(c.url_fps == [url_fingerprint(u) for u in c.urls] and c.host == k for k, c in cands)
     st = rig.url_state("http://a.test/p")
     assert (st.status, st.content_hash, st.fetch_count, st.canonical_url) == ("fetched", "h1", 1, None)
+
+
+def test_out_links_go_out_as_one_message_per_target_host() -> None:
+    rig = Rig()
+    links = ["http://b.test/1", "http://a.test/2", "http://b.test/2", "http://B.test/1", "http://a.test/3"]
+    cands = candidates(rig.page("http://a.test/p", "h1", links=links))
+    assert [(k, c.urls) for k, c in cands] == [("b.test", ["http://b.test/1", "http://b.test/2"]),
+                                               ("a.test", ["http://a.test/2", "http://a.test/3"])]
+    # The batch is handled link by link: both new a.test URLs reach the frontier, in order.
+    _, batch = cands[1]
+    outs = rig.run(rig.h.handle(rec("a.test"), batch))
+    assert [(o.topic, o.value.url, o.value.depth) for o in outs] == [  # type: ignore[attr-defined]
+        (URLS, "http://a.test/2", 2), (URLS, "http://a.test/3", 2)]
+    assert rig.run(rig.h.handle(rec("a.test"), batch.model_copy(update={"event_id": "other"}))) == []
+
+
+def test_candidate_batch_with_mismatched_fingerprints_is_rejected() -> None:
+    with pytest.raises(ValueError, match="2 urls but 1 url_fps"):
+        UrlCandidates(host="a.test", depth=1, source_url="s", urls=["http://a.test/1", "http://a.test/2"],
+                      url_fps=[1])
 
 
 def test_exact_duplicate_is_an_alias_not_published() -> None:
@@ -211,7 +231,7 @@ def test_replay_of_a_first_fetch_republishes() -> None:
     assert len(published(again)) == 1
     assert published(again)[0].model_dump(exclude={"event_id", "occurred_at"}) == \
         published(first)[0].model_dump(exclude={"event_id", "occurred_at"})
-    assert [c.url for _, c in candidates(again)] == ["http://b.test/1"]
+    assert [c.urls for _, c in candidates(again)] == [["http://b.test/1"]]
 
 
 def test_replay_of_a_changed_page_republishes_the_same_message() -> None:
@@ -253,7 +273,7 @@ def test_redirect_becomes_a_candidate_for_the_target() -> None:
     outs = rig.run(rig.h.handle(rec("a.test"), _result("http://a.test/old", "redirect", status=301,
                                                        redirect_to="HTTP://B.test/new")))
     [(key, c)] = candidates(outs)
-    assert (key, c.url, c.host, c.depth, c.source_url) == ("b.test", "http://b.test/new", "b.test", 2,
+    assert (key, c.urls, c.host, c.depth, c.source_url) == ("b.test", ["http://b.test/new"], "b.test", 2,
                                                             "http://a.test/old")
     st = rig.url_state("http://a.test/old")
     assert (st.status, st.http_status, st.fetch_count) == ("redirected", 301, 1)
@@ -342,10 +362,11 @@ def test_replayed_candidate_event_is_emitted_again_but_a_new_event_is_seen() -> 
     same candidate event must go out again (else the URL is lost); another candidate for it is a dup."""
     rig = Rig()
     url = "http://a.test/x"
-    c = UrlCandidate(url=url, host="a.test", url_fp=url_fingerprint(url), depth=1, source_url="http://s.test/")
+    c = UrlCandidates(host="a.test", depth=1, source_url="http://s.test/", urls=[url], url_fps=[url_fingerprint(url)])
     first = rig.run(rig.h.handle(rec("a.test"), c))
     replay = rig.run(rig.h.handle(rec("a.test"), c))
     assert [o.value.url for o in first] == [url] and [o.value.url for o in replay] == [url]
+    assert [o.value.replayed for o in first] == [False] and [o.value.replayed for o in replay] == [True]
     other = c.model_copy(update={"event_id": "another-event"})
     assert rig.run(rig.h.handle(rec("a.test"), other)) == []
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import streamcrawl_frontier.handler as fh
-from streamcrawl_contracts.messages import FetchRequest, FetchResult, SeedMessage, UrlCandidate, UrlMessage
+from streamcrawl_contracts.messages import FetchRequest, FetchResult, SeedMessage, UrlCandidates, UrlMessage
 from streamcrawl_contracts.topics import FETCH_REQUESTS, SEEDS, URL_CANDIDATES
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.partition import partition_for
@@ -101,9 +101,9 @@ def test_seed_on_owning_partition_becomes_candidate(clock: Clock) -> None:
     outs = rig.run(rig.h.handle(rec(A), SeedMessage(url="http://a.test/y?b=1&a=2", source="ui")))
     assert len(outs) == 1 and outs[0].topic == URL_CANDIDATES and outs[0].key == A
     cand = outs[0].value
-    assert isinstance(cand, UrlCandidate)
-    assert (cand.url, cand.host, cand.depth, cand.source_url) == ("http://a.test/y?a=2&b=1", A, 0, "seed:ui")
-    assert cand.url_fp == url_fingerprint(cand.url)
+    assert isinstance(cand, UrlCandidates)
+    assert (cand.urls, cand.host, cand.depth, cand.source_url) == (["http://a.test/y?a=2&b=1"], A, 0, "seed:ui")
+    assert cand.url_fps == [url_fingerprint(cand.urls[0])]
     assert rig.state.queue == {}  # seeds go through dedup; nothing queued yet
 
 
@@ -339,6 +339,26 @@ def test_stale_lease_result_that_fetched_the_page_finishes_the_url(clock: Clock)
     rig.result(req2, T0 + 2)
     assert rig.tick(T0 + 100) == []  # /1 is not fetched a second time
     assert state.queue == {}
+
+
+def test_replayed_discovery_of_a_url_the_frontier_finished_is_dropped(clock: Clock) -> None:
+    # Seen in the kill -9 e2e: dedup re-sent ~80 seed discoveries after its restart and they were fetched a
+    # second time. The frontier marks finished URLs in url_state and drops replays of them.
+    rig = Rig(clock)
+    url = "http://a.test/1"
+    rig.run(rig.state.url_insert_discovered(A, url_fingerprint(url), url, 0, T0, "ev1"))
+    rig.url(url)
+    [req] = rig.tick(T0)
+    rig.result(req, T0 + 0.1)
+    assert rig.state.urls[(A, url_fingerprint(url))].frontier_done_at is not None
+    replay = UrlMessage(url=url, host=A, url_fp=url_fingerprint(url), replayed=True)
+    assert rig.run(rig.h.handle(rec(A), replay)) == []
+    assert rig.state.queue == {} and rig.tick(T0 + 100) == []
+    # A replay of a URL not finished yet is queued as usual (its first copy may never have arrived).
+    url2 = "http://a.test/2"
+    rig.run(rig.state.url_insert_discovered(A, url_fingerprint(url2), url2, 0, T0, "ev2"))
+    rig.run(rig.h.handle(rec(A), UrlMessage(url=url2, host=A, url_fp=url_fingerprint(url2), replayed=True)))
+    assert [r.url for r in rig.tick(T0 + 200)] == [url2]
 
 
 def test_on_revoke_drops_the_partition(clock: Clock) -> None:

@@ -5,7 +5,7 @@ tables. Rules:
 
 * host ``i`` (0-based) is named ``h{i+1:04d}.synth.test`` and lives at ``127.10.0.1`` + i, skipping
   .0/.255 last octets (127.10.x.y .. 127.11.x.y ..), never 127.0.0.1;
-* when ``n_hosts >= len(SPECIAL_KINDS) + 2`` every special kind appears at least once (on seed-chosen
+* when ``n_hosts >= len(special) + 2`` every special kind the profile gives a weight appears at least once (on seed-chosen
   hosts); the remaining hosts draw a kind from ``profile.kind_weights``;
 * every host has ``/`` plus ``/p/1.html .. /p/{n-1}.html``; ``/`` links to ``/p/1.html``, each
   ``/p/k.html`` links to ``/p/{k+1}.html`` (so the whole chain is reachable from the home page), to a
@@ -56,10 +56,12 @@ def _assign_kinds(n_hosts: int, seed: int, profile: Profile) -> list[str]:
     names = list(profile.kind_weights)
     weights = [profile.kind_weights[k] for k in names]
     kinds = rng.choices(names, weights=weights, k=n_hosts)
-    if n_hosts >= len(SPECIAL_KINDS) + 2:
-        # Guarantee one of each special kind, and keep h0001 normal so the first seed is benign.
-        slots = rng.sample(range(1, n_hosts), len(SPECIAL_KINDS))
-        for slot, kind in zip(slots, SPECIAL_KINDS, strict=True):
+    special = [k for k in SPECIAL_KINDS if profile.kind_weights.get(k, 0.0) > 0]
+    if special and n_hosts >= len(special) + 2:
+        # Guarantee one of each special kind the profile uses, and keep h0001 normal so the first seed
+        # is benign.
+        slots = rng.sample(range(1, n_hosts), len(special))
+        for slot, kind in zip(slots, special, strict=True):
             kinds[slot] = kind
         kinds[0] = NORMAL
     return kinds

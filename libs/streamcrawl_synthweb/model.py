@@ -89,6 +89,13 @@ PROFILES: dict[str, Profile] = {
         change_period_s=2.0,
         retry_after_s=1,
     ),
+    # Few ordinary hosts with hundreds of pages each: a crawl that the politeness delay bounds, not the
+    # CPU (the "fraction of the politeness bound" benchmark).
+    "deep": Profile(
+        name="deep",
+        pages_per_host=(400, 500),
+        kind_weights={NORMAL: 1.0},
+    ),
 }
 
 

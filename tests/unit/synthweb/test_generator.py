@@ -115,3 +115,9 @@ def test_ground_truth_directives_and_duplicates(web, gt):
 def test_ground_truth_is_deterministic(web, gt):
     again = web.ground_truth()
     assert again.pages == gt.pages and again.disallowed == gt.disallowed
+
+
+def test_deep_profile_is_ordinary_hosts_with_hundreds_of_pages() -> None:
+    web = generate(60, seed=3, profile="deep")
+    assert {h.kind for h in web.hosts} == {"normal"}
+    assert all(400 <= len(h.pages) for h in web.hosts)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import threading
+from collections import OrderedDict
 from typing import Protocol
 
 from minio import Minio
@@ -37,25 +39,24 @@ class BlobStore(Protocol):
 
 
 class S3BlobStore:
-    def __init__(self, client: Minio, bucket: str) -> None:
+    def __init__(self, client: Minio, bucket: str, recent_keys: int = 100_000) -> None:
         self.client = client
         self.bucket = bucket
-
-    def _exists(self, key: str) -> bool:
-        try:
-            self.client.stat_object(self.bucket, key)
-            return True
-        except S3Error as exc:
-            if exc.code in ("NoSuchKey", "NoSuchObject", "NotFound", "ResourceNotFound"):
-                return False
-            raise TransientError(f"s3 stat {key}: {exc.code}") from exc
+        # Keys this process stored lately, oldest first: a body seen again (mirrors, boilerplate pages)
+        # skips the upload. No stat before a put: most bodies are new, so a HEAD per page would cost more
+        # than re-uploading the odd duplicate that is not in this cache (a PUT of the same key is harmless).
+        self._recent: OrderedDict[str, None] = OrderedDict()
+        self._recent_max = recent_keys
+        self._lock = threading.Lock()  # put_page runs in worker threads
 
     def put_page(self, body: bytes) -> tuple[str, str, bool]:
         digest = hashlib.sha256(body).hexdigest()
         key = page_key(digest)
-        try:
-            if self._exists(key):
+        with self._lock:
+            if key in self._recent:
+                self._recent.move_to_end(key)
                 return digest, key, False
+        try:
             data = gzip.compress(body, compresslevel=6, mtime=0)
             self.client.put_object(self.bucket, key, io.BytesIO(data), len(data),
                                    content_type="application/gzip", metadata={"x-amz-meta-sha256": digest})
@@ -65,6 +66,10 @@ class S3BlobStore:
             raise TransientError(f"s3 put {key}: {exc.code}") from exc
         except OSError as exc:  # connection refused / reset: the store is down
             raise TransientError(f"s3 put {key}: {exc}") from exc
+        with self._lock:
+            self._recent[key] = None
+            if len(self._recent) > self._recent_max:
+                self._recent.popitem(last=False)
         return digest, key, True
 
     def get_page(self, key: str) -> bytes:

@@ -98,7 +98,10 @@ class FetchResult(Envelope):
 
     One lease is one request to the host: when robots.txt is not cached, the fetcher fetches only
     robots.txt and answers `robots_fetched`; the frontier then re-queues the URL behind the politeness
-    delay, so the robots request and the page request are spaced like any two requests."""
+    delay, so the robots request and the page request are spaced like any two requests. Likewise, when the
+    host's answer to a random nonsense path is not known yet, the lease is spent on that probe and the
+    outcome is `probe_fetched` (`status` = the probe's status). `soft_404`: a 200 page whose body matches
+    the host's nonsense-path answer (a "not found" page served with 200); its body is not stored."""
 
     url: str
     host: str
@@ -107,8 +110,8 @@ class FetchResult(Envelope):
     kind: Kind = "discovery"
     lease_id: str
     outcome: Literal["fetched", "not_modified", "http_error", "network_error", "robots_disallowed",
-                     "robots_unavailable", "robots_fetched", "redirect", "dns_error",
-                     "lease_expired"]
+                     "robots_unavailable", "robots_fetched", "probe_fetched", "soft_404", "redirect",
+                     "dns_error", "lease_expired"]
     status: int | None = None
     error: str | None = None
     started_at: float

@@ -28,12 +28,15 @@ from typing import Literal
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 __all__ = [
+    "SOFT404_PROBE_PREFIX",
     "HostBudget",
     "QueryParamTracker",
     "TrapConfig",
     "TrapReason",
     "check_url",
     "is_soft404",
+    "soft404_echoes",
+    "soft404_probe_path",
     "soft404_signature",
 ]
 
@@ -191,6 +194,28 @@ def soft404_signature(body_text: str, echoed: Iterable[str] = ()) -> int:
     text = _SPACE_RE.sub(" ", _DIGITS_RE.sub(" ", text)).strip()
     digest = hashlib.sha256(text.encode("utf-8", "replace")).digest()
     return int.from_bytes(digest[:8], "big")
+
+
+#: Paths of the per-host nonsense probe start with this (never a real page: tests and logs can tell them apart).
+SOFT404_PROBE_PREFIX = "/streamcrawl-probe-"
+
+
+def soft404_probe_path(token: str) -> str:
+    """The nonsense path probed on a host; ``token`` is random (e.g. 16 hex digits) so no site has it."""
+    if not token or not token.isalnum():
+        raise ValueError(f"token must be non-empty and alphanumeric, got {token!r}")
+    return f"{SOFT404_PROBE_PREFIX}{token}.html"
+
+
+def soft404_echoes(path: str) -> list[str]:
+    """What a server may echo back of a requested ``path`` (with its query, if any): the path with and
+    without the query, and its last segment when that has an extension ("page.html"). A bare word
+    ("page", "intro") is never removed: it may also be a word of the error template, and removing it
+    from a page but not from the probe would break the match."""
+    bare = path.split("#", 1)[0].split("?", 1)[0]
+    last = bare.rstrip("/").rsplit("/", 1)[-1]
+    pieces = [path, bare] + ([last] if "." in last.strip(".") else [])
+    return list(dict.fromkeys(p for p in pieces if p))
 
 
 def is_soft404(signature: int, host_signature: int | None) -> bool:

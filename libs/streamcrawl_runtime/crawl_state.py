@@ -100,7 +100,11 @@ class CrawlState(Protocol):
     async def host_put_lease(self, host: str, lease_id: str | None, url: str | None,
                              expires_at: float | None) -> None: ...
     async def host_put_robots(self, host: str, status: int | None, body: str | None, fetched_at: float,
-                              crawl_delay_s: float | None) -> None: ...
+                              crawl_delay_s: float | None) -> None:
+        """Store freshly fetched robots.txt rules; also clears soft404_signature, so the host's soft-404
+        probe is repeated once per robots.txt lifetime."""
+    async def host_put_soft404(self, host: str, signature: str) -> None:
+        """The host's answer to the soft-404 probe: a signature, or "none" (see the fetcher)."""
     async def host_put_budget(self, host: str, urls_this_cycle: int) -> None: ...
     async def url_get(self, host: str, url_fp: int) -> UrlState | None: ...
     async def url_insert_discovered(self, host: str, url_fp: int, url: str, depth: int, now: float,
@@ -166,8 +170,10 @@ class CassandraCrawlState:
                         " crawl_delay_s = ?, lease_id = null, lease_url = null, lease_expires_at = null"
                         " WHERE host = ?")
         self._h_lease = p("UPDATE host_state SET lease_id = ?, lease_url = ?, lease_expires_at = ? WHERE host = ?")
+        # New robots.txt rules start a new soft-404 probe lifetime: the old answer goes in the same write.
         self._h_robots = p("UPDATE host_state SET robots_status = ?, robots_body = ?, robots_fetched_at = ?,"
-                           " crawl_delay_s = ? WHERE host = ?")
+                           " crawl_delay_s = ?, soft404_signature = null WHERE host = ?")
+        self._h_soft404 = p("UPDATE host_state SET soft404_signature = ? WHERE host = ?")
         self._h_budget = p("UPDATE host_state SET urls_this_cycle = ? WHERE host = ?")
         self._u_get = p("SELECT * FROM url_state WHERE host = ? AND url_fp = ?")
         self._u_disc = p("INSERT INTO url_state (host, url_fp, url, depth, status, discovered_at, discovered_by)"
@@ -272,6 +278,9 @@ class CassandraCrawlState:
     async def host_put_robots(self, host: str, status: int | None, body: str | None, fetched_at: float,
                               crawl_delay_s: float | None) -> None:
         await self._exec(self._h_robots, (status, body, ts(fetched_at), crawl_delay_s, host))
+
+    async def host_put_soft404(self, host: str, signature: str) -> None:
+        await self._exec(self._h_soft404, (signature, host))
 
     async def host_put_budget(self, host: str, urls_this_cycle: int) -> None:
         await self._exec(self._h_budget, (urls_this_cycle, host))

@@ -7,7 +7,8 @@
   an alias of its canonical URL and its links are not followed. A new or changed page is published on
   page_fetched and its out-links become candidates for their own hosts' partitions.
 - fetch_results: redirects (each target is a URL of its own, back through normalization and dedup) and
-  the url_state status of pages that produced no parsed record.
+  the url_state status of pages that produced no parsed record (a soft 404 is status "soft404": never
+  published, its links not followed).
 """
 
 from __future__ import annotations
@@ -217,11 +218,11 @@ class DedupHandler:
         return None
 
     async def _fetch_result(self, res: FetchResult) -> Sequence[Output]:
-        if res.outcome in ("fetched", "robots_fetched", "lease_expired"):
-            return []  # fetched pages are handled from the parsed topic
+        if res.outcome in ("fetched", "robots_fetched", "probe_fetched", "lease_expired"):
+            return []  # fetched pages are handled from the parsed topic; the others fetched no page
         prev = await self.state.url_get(res.host, res.url_fp)
         status = {"not_modified": "fetched", "redirect": "redirected", "robots_disallowed": "disallowed",
-                  "robots_unavailable": "disallowed"}.get(res.outcome, "error")
+                  "robots_unavailable": "disallowed", "soft_404": "soft404"}.get(res.outcome, "error")
         st = prev or UrlState(res.host, res.url_fp, res.url, res.depth)
         st.status = status
         st.http_status = res.status

@@ -1,8 +1,17 @@
-"""FetchRequest → FetchResult: lease check, DNS, robots, conditional GET, body to the blob store.
+"""FetchRequest → FetchResult: lease check, DNS, robots, soft-404 probe, conditional GET, body to the blob store.
 
 Outcomes that need no page request: lease_expired, dns_error, robots_unavailable, robots_disallowed and
 robots_fetched (robots.txt was not cached, so this lease was spent fetching it; the frontier re-queues).
 With `status` on robots_* results = the robots.txt status when it was fetched for this request.
+
+Soft 404s: once robots.txt is known, a host whose answer to a nonsense path is not known yet gets that
+probe (`/streamcrawl-probe-<16 random hex>.html`) instead of the page: one lease, one request, outcome
+probe_fetched (`status` = the probe's status), and the frontier re-queues the page. A 200 text answer is
+stored as the host's signature (streamcrawl_core.traps.soft404_signature, request path echoes removed);
+anything else (404, other status, non-text, no answer) as "none", so the host is not probed again until
+its robots.txt is re-fetched. No probe when robots.txt disallows the probe path (the host counts as "none")
+nor when robots.txt is unavailable (no page is requested then either). Afterwards each 200 text page of a
+host with a signature is signed the same way; a match is outcome soft_404, and its body is not stored.
 
 Every request yields exactly one FetchResult keyed by host, whatever happens on the network; only an
 unavailable engine (S3, Cassandra) raises, as TransientError, so the run loop retries the request
@@ -13,15 +22,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from prometheus_client import Counter, Histogram
 from streamcrawl_contracts.messages import Envelope, FetchRequest, FetchResult
 from streamcrawl_contracts.topics import FETCH_RESULTS
 from streamcrawl_core.politeness import parse_retry_after
+from streamcrawl_core.traps import is_soft404, soft404_echoes, soft404_probe_path, soft404_signature
 from streamcrawl_core.urls import UrlError, host_of, normalize, origin_of
 from streamcrawl_runtime.blobstore import BlobStore
 from streamcrawl_runtime.crawl_state import CrawlState
@@ -29,7 +41,7 @@ from streamcrawl_runtime.kafka_loop import Output, Record, StatelessHandler
 
 from streamcrawl_fetcher.dns import AddressNotAllowed, DnsError
 from streamcrawl_fetcher.fetch import HttpFetcher, HttpResponse, NetworkError
-from streamcrawl_fetcher.robots_cache import RobotsCache
+from streamcrawl_fetcher.robots_cache import NO_SOFT404, RobotsCache
 
 log = logging.getLogger("streamcrawl.fetcher")
 
@@ -39,6 +51,10 @@ FETCH_SECONDS = Histogram("streamcrawl_fetcher_fetch_seconds", "Page request wal
                           buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120))
 BODY_BYTES = Counter("streamcrawl_fetcher_body_bytes", "Decoded body bytes downloaded")
 STORED_BYTES = Counter("streamcrawl_fetcher_stored_bytes", "Body bytes newly written to the blob store")
+SOFT404 = Counter("streamcrawl_fetcher_soft404", "Pages classified as soft 404s (not stored, not parsed)")
+SOFT404_PROBES = Counter("streamcrawl_fetcher_soft404_probes",
+                         "Soft-404 probe answers: signature, none (no soft 404s) or disallowed (not probed)",
+                         ["answer"])
 
 
 @dataclass(frozen=True)
@@ -119,6 +135,17 @@ class FetcherHandler(StatelessHandler):
         if fetched_robots:
             return result("robots_fetched", **robots_fields)
 
+        soft404 = await self.robots.soft404(req.host)
+        if soft404 is None:
+            probe_path = soft404_probe_path(secrets.token_hex(8))
+            if rules.allowed(origin + probe_path):
+                # Like robots.txt: this lease is spent on the probe, the page waits for its next turn.
+                return await self._probe(req, origin + probe_path, probe_path, delay, result)
+            soft404 = NO_SOFT404  # robots.txt forbids the probe: no signature, the page goes on
+            SOFT404_PROBES.labels("disallowed").inc()
+            await self.robots.put_soft404(req.host, soft404)
+        host_signature = None if soft404 == NO_SOFT404 else int(soft404, 16)
+
         headers = await self._conditional_headers(req)
         t0 = time.perf_counter()
         try:
@@ -134,7 +161,37 @@ class FetcherHandler(StatelessHandler):
         FETCH_SECONDS.observe(fetch_s)
         BODY_BYTES.inc(len(resp.body))
         STATUS.labels(f"{resp.status // 100}xx").inc()
-        return await self._classify(req, url, resp, fetch_s, delay, result)
+        return await self._classify(req, url, resp, fetch_s, delay, result, host_signature)
+
+    async def _probe(self, req: FetchRequest, probe_url: str, probe_path: str, delay: float | None,
+                     result: Callable[..., FetchResult]) -> FetchResult:
+        """Request the nonsense path and store the host's answer; the result is probe_fetched."""
+        t0 = time.perf_counter()
+        try:
+            resp = await self.http.get(probe_url, self.policy.max_body_bytes)
+        except (DnsError, AddressNotAllowed, NetworkError, UrlError) as exc:
+            # No answer: count the host as "none" rather than spend every later lease on probes. The
+            # missing status makes the frontier back off as for any network error.
+            SOFT404_PROBES.labels("none").inc()
+            await self.robots.put_soft404(req.host, NO_SOFT404)
+            return result("probe_fetched", error=f"soft-404 probe: {exc}"[:300], crawl_delay_s=delay,
+                          fetch_s=time.perf_counter() - t0)
+        fetch_s = time.perf_counter() - t0
+        content_type = resp.headers.get("content-type")
+        answer = NO_SOFT404
+        if resp.status == 200 and _is_text(content_type):
+            signature = await asyncio.to_thread(soft404_signature, _text(resp.body, content_type),
+                                                soft404_echoes(probe_path))
+            answer = f"{signature:016x}"
+        SOFT404_PROBES.labels("none" if answer == NO_SOFT404 else "signature").inc()
+        await self.robots.put_soft404(req.host, answer)
+        log.info("soft-404 probe", extra={"host": req.host, "status": resp.status,
+                                          "soft404": answer != NO_SOFT404})
+        retry_after = None
+        if resp.status in (429, 503):
+            retry_after = parse_retry_after(resp.headers.get("retry-after"), self.clock())
+        return result("probe_fetched", status=resp.status, fetch_s=fetch_s, crawl_delay_s=delay,
+                      retry_after_s=retry_after)
 
     async def _conditional_headers(self, req: FetchRequest) -> dict[str, str]:
         etag, last_modified = req.etag, req.last_modified
@@ -151,7 +208,8 @@ class FetcherHandler(StatelessHandler):
         return headers
 
     async def _classify(self, req: FetchRequest, url: str, resp: HttpResponse, fetch_s: float,
-                        delay: float | None, result: Callable[..., FetchResult]) -> FetchResult:
+                        delay: float | None, result: Callable[..., FetchResult],
+                        host_signature: int | None = None) -> FetchResult:
         h = resp.headers
         common: dict[str, Any] = {
             "status": resp.status, "fetch_s": fetch_s, "crawl_delay_s": delay,
@@ -173,6 +231,15 @@ class FetcherHandler(StatelessHandler):
                 return result("http_error", error=f"invalid redirect Location: {exc}", **common)
             return result("redirect", redirect_to=target, **common)
         if 200 <= resp.status <= 299:
+            if host_signature is not None and resp.status == 200 and _is_text(common["content_type"]):
+                parts = urlsplit(req.url)
+                path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+                signature = await asyncio.to_thread(soft404_signature, _text(resp.body, common["content_type"]),
+                                                    soft404_echoes(path))
+                if is_soft404(signature, host_signature):
+                    # The host's "not found" page served with 200: nothing to store, parse or publish.
+                    SOFT404.inc()
+                    return result("soft_404", content_length=len(resp.body), truncated=resp.truncated, **common)
             digest, key, new = await asyncio.to_thread(self.blobs.put_page, resp.body)
             if new:
                 STORED_BYTES.inc(len(resp.body))
@@ -182,6 +249,27 @@ class FetcherHandler(StatelessHandler):
         if resp.status in (429, 503):
             retry_after = parse_retry_after(h.get("retry-after"), self.clock())
         return result("http_error", error=f"HTTP {resp.status}", retry_after_s=retry_after, **common)
+
+
+def _is_text(content_type: str | None) -> bool:
+    """HTML or text (a missing Content-Type counts: soft-404 pages are HTML more often than not)."""
+    if content_type is None:
+        return True
+    mime = content_type.split(";", 1)[0].strip().lower()
+    return mime.startswith("text/") or mime in ("", "application/xhtml+xml")
+
+
+def _text(body: bytes, content_type: str | None) -> str:
+    """The body decoded with the header's charset (else UTF-8); probe and pages decode alike."""
+    charset = "utf-8"
+    for param in (content_type or "").split(";")[1:]:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset" and value.strip().strip('"'):
+            charset = value.strip().strip('"')
+    try:
+        return body.decode(charset, errors="replace")
+    except LookupError:  # unknown, or not a text encoding ("rot13")
+        return body.decode("utf-8", errors="replace")
 
 
 def _joined(values: list[str]) -> str | None:

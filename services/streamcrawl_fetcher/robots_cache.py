@@ -7,11 +7,16 @@ streamcrawl_core.robots; this module only decides where rules come from and wher
 
 Keyed by host because the whole pipeline (Kafka keys, host_state) is keyed by host; the robots file is
 fetched from the scheme and port of the first URL seen for that host.
+
+The host's answer to the soft-404 probe (see handler.py) lives next to its rules, with the same lifetime:
+a fresh robots.txt (`refresh`) forgets it here and in host_state (host_put_robots clears the column), so
+each host is probed once per robots.txt lifetime (24 h by default).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
@@ -28,6 +33,13 @@ ROBOTS_PERSIST_FAILURES = Counter("streamcrawl_fetcher_robots_persist_failures",
 ROBOTS_FETCHES = Counter("streamcrawl_fetcher_robots_fetches", "robots.txt fetches by resulting kind",
                          ["kind"])
 
+SOFT404_PERSIST_FAILURES = Counter("streamcrawl_fetcher_soft404_persist_failures",
+                                   "Soft-404 probe answers that could not be written to host_state")
+
+#: The stored probe answer of a host that does not serve soft 404s (or could not be probed).
+NO_SOFT404 = "none"
+_SIGNATURE_RE = re.compile(r"[0-9a-f]{16}")
+
 #: (robots URL) → final (status, body); status None = unreachable.
 RobotsFetch = Callable[[str], Awaitable[tuple[int | None, bytes | None]]]
 
@@ -40,9 +52,11 @@ class RobotsCache:
         self.config = config
         self.max_entries = max_entries
         self._mem: OrderedDict[str, RobotsRules] = OrderedDict()
+        self._soft404: dict[str, str] = {}  # host -> probe answer; evicted with the host's rules
 
     def forget(self, host: str) -> None:
         self._mem.pop(host, None)
+        self._soft404.pop(host, None)
 
     async def cached(self, host: str, now: float) -> RobotsRules | None:
         """Rules for `host` from memory or host_state, or None when robots.txt must be (re)fetched.
@@ -71,6 +85,7 @@ class RobotsCache:
         ROBOTS_FETCHES.labels("stale_fallback" if rules.stale_fallback else rules.kind).inc()
         self._remember(host, rules)
         if not rules.stale_fallback:
+            self._soft404.pop(host, None)  # new rules, new probe (the write below clears host_state's copy)
             # A fallback keeps the previous copy, which is already what host_state holds.
             try:
                 await self.state.host_put_robots(host, rules.status, rules.text or None, rules.fetched_at,
@@ -81,6 +96,32 @@ class RobotsCache:
                 ROBOTS_PERSIST_FAILURES.inc()
                 log.warning("robots not persisted", extra={"error": repr(exc)[:300]})
         return rules
+
+    async def soft404(self, host: str) -> str | None:
+        """The host's soft-404 probe answer ("%016x" signature or NO_SOFT404), or None when the host has
+        not been probed under its current robots.txt. Read from host_state once when not in memory."""
+        value = self._soft404.get(host)
+        if value is None:
+            hs = await self.state.host_get(host)
+            value = hs.soft404_signature if hs is not None else None
+            if value is None or not _valid_soft404(value):
+                return None  # unknown (or a corrupt row, overwritten by the next probe)
+            if host in self._mem:
+                self._soft404[host] = value
+        return value
+
+    async def put_soft404(self, host: str, value: str) -> None:
+        """Remember the host's probe answer (memory and host_state)."""
+        if not _valid_soft404(value):
+            raise ValueError(f"soft-404 answer must be {NO_SOFT404!r} or 16 hex digits, got {value!r}")
+        if host in self._mem:
+            self._soft404[host] = value
+        try:
+            await self.state.host_put_soft404(host, value)
+        except Exception as exc:
+            # Not fatal, for the same reason as the robots rules: the answer is in memory.
+            SOFT404_PERSIST_FAILURES.inc()
+            log.warning("soft-404 probe answer not persisted", extra={"error": repr(exc)[:300]})
 
     async def _load(self, host: str) -> RobotsRules | None:
         hs = await self.state.host_get(host)
@@ -96,4 +137,9 @@ class RobotsCache:
         self._mem[host] = rules
         self._mem.move_to_end(host)
         while len(self._mem) > self.max_entries:
-            self._mem.popitem(last=False)
+            evicted, _ = self._mem.popitem(last=False)
+            self._soft404.pop(evicted, None)
+
+
+def _valid_soft404(value: str) -> bool:
+    return value == NO_SOFT404 or _SIGNATURE_RE.fullmatch(value) is not None

@@ -55,7 +55,7 @@ class RecrawlHandler:
             raise PoisonMessage(f"unexpected message type {type(message).__name__}")
         res = message
         if res.outcome not in ("fetched", "not_modified"):
-            return []
+            return []  # errors, soft 404s and requests that fetched no page file no next visit
         # A discovery is the URL's first visit (dedup admits a URL once), so there is no schedule to read;
         # a replay of it files the same visit (started_at + initial interval).
         st = None if res.kind == "discovery" else await self.state.url_get(res.host, res.url_fp)

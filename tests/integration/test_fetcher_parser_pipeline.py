@@ -1,5 +1,6 @@
 """Fetcher → parser on the real engines: a FetchRequest on Kafka becomes FetchResults (robots first, then
-the page, body in S3, robots in Cassandra host_state) and a ParsedPage. HTTP and DNS are local fakes.
+the soft-404 probe, then the page, body in S3, robots and the probe answer in Cassandra host_state) and a
+ParsedPage. HTTP and DNS are local fakes.
 
 Output topics are redirected to per-test topics, so the test neither replays nor pollutes the shared
 crawl topics."""
@@ -104,9 +105,11 @@ def test_fetch_request_to_parsed_page(stack, cql, s3, unique):
         try:
             await lease("lease-1")  # robots.txt first (one lease, one request) ...
             await asyncio.to_thread(_read, stack.kafka_bootstrap, res_t, 1)
-            await lease("lease-2")  # ... then the page under the next lease
+            await lease("lease-2")  # ... then the soft-404 probe ...
+            await asyncio.to_thread(_read, stack.kafka_bootstrap, res_t, 2)
+            await lease("lease-3")  # ... then the page under the next lease
             parsed = await asyncio.to_thread(_read, stack.kafka_bootstrap, parsed_t, 1)
-            results = await asyncio.to_thread(_read, stack.kafka_bootstrap, res_t, 2)
+            results = await asyncio.to_thread(_read, stack.kafka_bootstrap, res_t, 3)
         finally:
             fetch_loop.stop()
             parse_loop.stop()
@@ -121,9 +124,9 @@ def test_fetch_request_to_parsed_page(stack, cql, s3, unique):
         dns_srv.close()
 
     results = sorted((FetchResult.model_validate_json(v) for v in results_raw), key=lambda r: r.lease_id)
-    assert [r.outcome for r in results] == ["robots_fetched", "fetched"]
+    assert [r.outcome for r in results] == ["robots_fetched", "probe_fetched", "fetched"]
     assert all(r.crawl_delay_s == 1.0 for r in results)
-    fetched = results[1]
+    fetched = results[2]
     assert fetched.status == 200 and fetched.etag == '"p1"' and fetched.storage_key
     assert blobs.get_page(fetched.storage_key) == page  # the body, read back from S3
 
@@ -134,4 +137,6 @@ def test_fetch_request_to_parsed_page(stack, cql, s3, unique):
 
     hs = asyncio.run(state.host_get(host))
     assert hs is not None and hs.robots_status == 200 and hs.crawl_delay_s == 1.0
-    assert [s.path for s in web.seen] == ["/robots.txt", "/page"]
+    assert hs.soft404_signature == "none"  # the probe got the fake server's 404
+    assert web.seen[0].path == "/robots.txt" and len(web.probes()) == 1
+    assert web.pages() == ["/page"]

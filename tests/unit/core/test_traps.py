@@ -6,11 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from streamcrawl_core.traps import (
+    SOFT404_PROBE_PREFIX,
     HostBudget,
     QueryParamTracker,
     TrapConfig,
     check_url,
     is_soft404,
+    soft404_echoes,
+    soft404_probe_path,
     soft404_signature,
 )
 
@@ -162,3 +165,26 @@ class TestSoft404:
     @given(st.text(max_size=500), st.lists(st.text(max_size=10), max_size=3))
     def test_never_raises(self, text: str, echoed: list[str]) -> None:
         assert 0 <= soft404_signature(text, echoed) < 2**64
+
+    def test_probe_path(self) -> None:
+        path = soft404_probe_path("0123456789abcdef")
+        assert path == "/streamcrawl-probe-0123456789abcdef.html" and path.startswith(SOFT404_PROBE_PREFIX)
+        for bad in ("", "a/b", "../x", "a b"):
+            with pytest.raises(ValueError):
+                soft404_probe_path(bad)
+
+    def test_echoes(self) -> None:
+        assert soft404_echoes("/docs/intro.html?x=1") == ["/docs/intro.html?x=1", "/docs/intro.html",
+                                                          "intro.html"]
+        assert soft404_echoes("/a/page") == ["/a/page"]  # a bare word may be part of the template
+        assert soft404_echoes("/") == ["/"]
+
+    def test_probe_and_page_echoes_give_the_same_signature(self) -> None:
+        probe_path = soft404_probe_path("9f8e7d6c5b4a3210")
+        probe = soft404_signature(self.PAGE.format(path=probe_path, rid=1), soft404_echoes(probe_path))
+        page = soft404_signature(self.PAGE.format(path="/missing/page.html", rid=2),
+                                 soft404_echoes("/missing/page.html"))
+        assert is_soft404(page, probe)
+        # a path whose last segment is a word of the template itself
+        page = soft404_signature(self.PAGE.format(path="/page", rid=3), soft404_echoes("/page"))
+        assert is_soft404(page, probe)

@@ -19,6 +19,7 @@ import dns.message
 import dns.rcode
 import dns.rdatatype
 import dns.rrset
+from streamcrawl_core.traps import SOFT404_PROBE_PREFIX
 from streamcrawl_runtime.crawl_state import (  # the adapter's own block layout
     DueRow,
     HostOverrideRow,
@@ -61,7 +62,12 @@ class FakeCrawlState:
         hs = self.hosts.setdefault(host, HostState(host))
         hs.robots_status, hs.robots_body, hs.robots_fetched_at = status, body, fetched_at
         hs.crawl_delay_s = crawl_delay_s
+        hs.soft404_signature = None  # like the CQL statement: new rules start a new probe lifetime
         self.robots_writes += 1
+
+    async def host_put_soft404(self, host: str, signature: str) -> None:
+        self.calls.append(("host_put_soft404", host, signature))
+        self.hosts.setdefault(host, HostState(host)).soft404_signature = signature
 
     async def url_get(self, host: str, url_fp: int) -> UrlState | None:
         st = self.urls.get((host, url_fp))
@@ -234,10 +240,12 @@ class Seen:
 
 
 class ScriptedHTTP:
-    """HTTP/1.1 server in threads; `routes[path]` is a Reply or a function of the request headers."""
+    """HTTP/1.1 server in threads; `routes[path]` is a Reply or a function of the request headers; other
+    paths get `default(path)` if set (a catch-all, e.g. a soft-404 host), else a 404."""
 
     def __init__(self) -> None:
         self.routes: dict[str, Route] = {}
+        self.default: Callable[[str], Reply] | None = None
         self.seen: list[Seen] = []
         owner = self
 
@@ -247,7 +255,9 @@ class ScriptedHTTP:
             def do_GET(self) -> None:
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 owner.seen.append(Seen(self.path, headers))
-                route = owner.routes.get(self.path, Reply(404, b"not found"))
+                route = owner.routes.get(self.path)
+                if route is None:
+                    route = owner.default(self.path) if owner.default else Reply(404, b"not found")
                 reply = route(headers) if callable(route) else route
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
@@ -270,7 +280,11 @@ class ScriptedHTTP:
         self._thread.start()
 
     def pages(self) -> list[str]:
-        return [s.path for s in self.seen if s.path != "/robots.txt"]
+        """Requested paths other than robots.txt and the fetcher's soft-404 probes."""
+        return [s.path for s in self.seen if s.path != "/robots.txt" and not s.path.startswith(SOFT404_PROBE_PREFIX)]
+
+    def probes(self) -> list[str]:
+        return [s.path for s in self.seen if s.path.startswith(SOFT404_PROBE_PREFIX)]
 
     def close(self) -> None:
         self.server.shutdown()

@@ -280,7 +280,8 @@ def test_redirect_becomes_a_candidate_for_the_target() -> None:
 
 
 @pytest.mark.parametrize("outcome,status,expected", [("robots_disallowed", None, "disallowed"),
-                                                     ("http_error", 404, "error"), ("not_modified", 304, "fetched")])
+                                                     ("http_error", 404, "error"), ("not_modified", 304, "fetched"),
+                                                     ("soft_404", 200, "soft404")])
 def test_other_outcomes_only_record_status(outcome: str, status: int | None, expected: str) -> None:
     rig = Rig()
     rig.page("http://a.test/p", "h1")
@@ -290,9 +291,11 @@ def test_other_outcomes_only_record_status(outcome: str, status: int | None, exp
     assert (st.status, st.http_status, st.fetch_count, st.content_hash) == (expected, status, 2, "h1")
 
 
-def test_fetched_outcome_is_left_to_the_parsed_topic() -> None:
+@pytest.mark.parametrize("outcome", ["fetched", "probe_fetched"])
+def test_fetched_outcome_is_left_to_the_parsed_topic(outcome: str) -> None:
+    """fetched: the parsed topic records it; probe_fetched: the page was not requested (it is re-queued)."""
     rig = Rig()
-    assert rig.run(rig.h.handle(rec("a.test"), _result("http://a.test/p", "fetched", status=200))) == []
+    assert rig.run(rig.h.handle(rec("a.test"), _result("http://a.test/p", outcome, status=200))) == []
     assert rig.state.urls == {}
 
 

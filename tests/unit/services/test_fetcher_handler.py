@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import re
 import time
 from collections.abc import Iterator, Sequence
 
 import pytest
+from prometheus_client import REGISTRY
 from streamcrawl_contracts.messages import FetchRequest, FetchResult
 from streamcrawl_contracts.topics import FETCH_RESULTS
 from streamcrawl_core.fingerprint import url_fingerprint
@@ -62,8 +64,11 @@ class Rig:
     def url(self, path: str, host: str = HOST) -> str:
         return f"http://{host}:{self.web.port}{path}"
 
-    def allow_all(self, host: str = HOST) -> None:
+    def allow_all(self, host: str = HOST, soft404: str | None = "none") -> None:
+        """robots.txt known (a 404: everything allowed) and, unless soft404 is None, the probe answer too."""
         asyncio.run(self.state.host_put_robots(host, 404, None, time.time(), None))
+        if soft404 is not None:
+            asyncio.run(self.state.host_put_soft404(host, soft404))
 
     def request(self, path: str, host: str = HOST, **kw: object) -> FetchRequest:
         url = self.url(path, host)
@@ -109,6 +114,10 @@ def test_first_request_fetches_robots_only_then_page(rig: Rig) -> None:
     assert rig.web.pages() == []
     assert rig.state.hosts[HOST].robots_status == 200 and rig.state.hosts[HOST].crawl_delay_s == 2.0
 
+    probe = rig.run(rig.request("/page"))  # then the soft-404 probe, under its own lease
+    assert probe.outcome == "probe_fetched" and probe.status == 404 and probe.crawl_delay_s == 2.0
+    assert rig.web.pages() == [] and len(rig.web.probes()) == 1
+
     second = rig.run(rig.request("/page"))
     assert second.outcome == "fetched" and second.status == 200
     assert second.crawl_delay_s == 2.0
@@ -126,7 +135,7 @@ def test_first_request_fetches_robots_only_then_page(rig: Rig) -> None:
     third = rig.run(rig.request("/private/x"))
     assert third.outcome == "robots_disallowed" and third.crawl_delay_s == 2.0
     assert rig.web.pages() == ["/page"]
-    assert [s.path for s in rig.web.seen].count("/robots.txt") == 1
+    assert [s.path for s in rig.web.seen].count("/robots.txt") == 1 and len(rig.web.probes()) == 1
 
 
 def test_robots_reused_from_crawl_state_after_restart(dns_server: TinyDNS, web: ScriptedHTTP) -> None:
@@ -138,8 +147,12 @@ def test_robots_reused_from_crawl_state_after_restart(dns_server: TinyDNS, web: 
     b.state = a.state
     b.robots.state = b.handler.state = a.state
     assert b.run(b.request("/no")).outcome == "robots_disallowed"
+    assert b.run(b.request("/yes")).outcome == "probe_fetched"
     assert b.run(b.request("/yes")).outcome == "fetched"
-    assert [s.path for s in web.seen].count("/robots.txt") == 1
+    c = Rig(dns_server.port, web)  # the probe answer is reused after a restart too
+    c.state = c.robots.state = c.handler.state = a.state
+    assert c.run(c.request("/yes")).outcome == "fetched"
+    assert [s.path for s in web.seen].count("/robots.txt") == 1 and len(web.probes()) == 1
 
 
 def test_robots_5xx_is_unavailable_and_no_page_request(rig: Rig) -> None:
@@ -160,6 +173,7 @@ def test_robots_redirect_is_followed(rig: Rig) -> None:
 
 def test_robots_404_allows_everything(rig: Rig) -> None:
     assert rig.run(rig.request("/page")).outcome == "robots_fetched"
+    assert rig.run(rig.request("/page")).outcome == "probe_fetched"
     rig.web.routes["/page"] = Reply(200, b"hi")
     assert rig.run(rig.request("/page")).outcome == "fetched"
 
@@ -294,6 +308,7 @@ def test_robots_persist_failure_does_not_fail_the_lease(rig: Rig) -> None:
     rig.web.routes["/robots.txt"] = Reply(200, b"User-agent: *\nAllow: /\n")
     rig.web.routes["/p"] = Reply(200, b"ok")
     assert rig.run(rig.request("/p")).outcome == "robots_fetched"
+    assert rig.run(rig.request("/p")).outcome == "probe_fetched"
     assert rig.run(rig.request("/p")).outcome == "fetched"  # rules kept in memory
 
 
@@ -334,3 +349,121 @@ def test_replayed_request_with_a_superseded_lease_is_not_fetched(rig: Rig) -> No
     rig.http.client = make_client(16)
     [out] = asyncio.run(go())
     assert out.value.outcome == "lease_expired" and len(rig.web.pages()) == before
+
+
+# ------------------------------------------------------------------ soft 404s
+
+SOFT404_PAGE = ("<html><head><title>Oops</title></head><body><h1>Sorry</h1>"
+                "<p>The page {path} was not found (request {rid}).</p><a href=\"/\">home</a></body></html>")
+HTML = {"Content-Type": "text/html; charset=utf-8"}
+
+
+def soft404_host(web: ScriptedHTTP) -> None:
+    """Every unknown path: 200 with the same "not found" template, echoing the path and a request id."""
+    count = iter(range(1000, 10**6))
+    web.default = lambda path: Reply(200, SOFT404_PAGE.format(path=path, rid=next(count)).encode(), HTML)
+
+
+def soft404_total() -> float:
+    return REGISTRY.get_sample_value("streamcrawl_fetcher_soft404_total") or 0.0
+
+
+def test_probe_is_spent_under_the_lease_and_a_404_answer_means_none(rig: Rig) -> None:
+    rig.allow_all(soft404=None)  # robots.txt known, the probe answer not
+    rig.web.routes["/page"] = Reply(200, b"<p>hello</p>", HTML)
+    res = rig.run(rig.request("/page"))
+    assert res.outcome == "probe_fetched" and res.status == 404 and res.storage_key is None
+    [probe] = rig.web.probes()
+    assert re.fullmatch(r"/streamcrawl-probe-[0-9a-f]{16}\.html", probe)
+    assert len(rig.web.seen) == 1  # one lease, one request: the page was not requested
+    assert rig.state.hosts[HOST].soft404_signature == "none"
+    # the answer is known: pages are fetched normally, the host is not probed again
+    assert rig.run(rig.request("/page")).outcome == "fetched"
+    assert rig.run(rig.request("/page", kind="refresh")).outcome == "fetched"
+    assert rig.web.pages() == ["/page", "/page"] and len(rig.web.probes()) == 1
+
+
+def test_probe_skipped_when_robots_disallows_it(rig: Rig) -> None:
+    body = "User-agent: *\nDisallow: /streamcrawl-probe-\n"
+    asyncio.run(rig.state.host_put_robots(HOST, 200, body, time.time(), None))
+    soft404_host(rig.web)
+    res = rig.run(rig.request("/missing.html"))
+    assert res.outcome == "fetched"  # no signature: the page goes on, under this same lease
+    assert rig.web.probes() == [] and rig.web.pages() == ["/missing.html"]
+    assert rig.state.hosts[HOST].soft404_signature == "none"
+
+
+def test_no_probe_when_robots_unavailable(rig: Rig) -> None:
+    rig.web.routes["/robots.txt"] = Reply(503, b"busy")
+    soft404_host(rig.web)
+    for _ in range(3):
+        assert rig.run(rig.request("/page")).outcome == "robots_unavailable"
+    assert [s.path for s in rig.web.seen] == ["/robots.txt"]  # only robots.txt, never the probe
+    assert rig.state.hosts[HOST].soft404_signature is None
+
+
+def test_soft404_host_pages_matching_the_probe_are_soft_404(rig: Rig) -> None:
+    rig.allow_all(soft404=None)
+    soft404_host(rig.web)
+    rig.web.routes["/real.html"] = Reply(200, b"<html><body><h1>Real</h1><p>Content.</p></body></html>", HTML)
+    assert rig.run(rig.request("/real.html")).outcome == "probe_fetched"
+    signature = rig.state.hosts[HOST].soft404_signature
+    assert signature is not None and re.fullmatch(r"[0-9a-f]{16}", signature)
+
+    before = soft404_total()
+    res = rig.run(rig.request("/docs/missing.html?q=1"))
+    assert res.outcome == "soft_404" and res.status == 200 and res.content_type == HTML["Content-Type"]
+    assert res.storage_key is None and res.content_hash is None and res.content_length > 0
+    assert rig.blobs.objects == {}  # type: ignore[attr-defined]  # the body is not stored
+    assert soft404_total() == before + 1
+
+    real = rig.run(rig.request("/real.html"))
+    assert real.outcome == "fetched" and real.storage_key is not None
+    assert len(rig.web.probes()) == 1
+
+
+def test_probe_answer_of_a_non_text_200_is_none(rig: Rig) -> None:
+    rig.allow_all(soft404=None)
+    rig.web.default = lambda path: Reply(200, b"\x89PNG...", {"Content-Type": "image/png"})
+    assert rig.run(rig.request("/a.png")).outcome == "probe_fetched"
+    assert rig.state.hosts[HOST].soft404_signature == "none"
+    assert rig.run(rig.request("/a.png")).outcome == "fetched"
+
+
+def test_probe_without_an_answer_is_none_and_backs_off(dns_server: TinyDNS, web: ScriptedHTTP) -> None:
+    rig = Rig(dns_server.port, web, read_timeout=0.3)
+    rig.allow_all(soft404=None)
+    web.default = lambda path: Reply(200, b"late", delay_s=1.0)
+    res = rig.run(rig.request("/page"))
+    # no status: the frontier backs off as for any network error, then the page goes back in the queue
+    assert res.outcome == "probe_fetched" and res.status is None and "probe" in (res.error or "")
+    assert rig.state.hosts[HOST].soft404_signature == "none"
+
+
+def test_new_robots_lifetime_means_a_new_probe(rig: Rig) -> None:
+    """The probe answer lives as long as the robots.txt rules: re-fetched robots → probed again."""
+    expired = time.time() - 2 * 86400
+    asyncio.run(rig.state.host_put_robots(HOST, 404, None, expired, None))
+    asyncio.run(rig.state.host_put_soft404(HOST, "none"))
+    soft404_host(rig.web)
+    rig.web.routes["/robots.txt"] = Reply(404, b"")
+    assert rig.run(rig.request("/gone.html")).outcome == "robots_fetched"
+    assert rig.state.hosts[HOST].soft404_signature is None
+    assert rig.run(rig.request("/gone.html")).outcome == "probe_fetched"
+    assert rig.run(rig.request("/gone.html")).outcome == "soft_404"
+
+
+def test_corrupt_stored_answer_is_probed_again(rig: Rig) -> None:
+    rig.allow_all(soft404="garbage")
+    assert rig.run(rig.request("/page")).outcome == "probe_fetched"
+    assert rig.state.hosts[HOST].soft404_signature == "none"
+
+
+def test_soft404_matching_decodes_the_declared_charset(rig: Rig) -> None:
+    rig.allow_all(soft404=None)
+    latin = {"Content-Type": "text/html; charset=iso-8859-1"}
+    rig.web.default = lambda path: Reply(200, f"<p>Désolé, {path} introuvable</p>".encode("latin-1"), latin)
+    rig.web.routes["/odd"] = Reply(200, b"<p>caf\xe9</p>", {"Content-Type": "text/html; charset=rot13"})
+    assert rig.run(rig.request("/x")).outcome == "probe_fetched"
+    assert rig.run(rig.request("/nope.html")).outcome == "soft_404"
+    assert rig.run(rig.request("/odd")).outcome == "fetched"  # a bogus charset falls back to UTF-8

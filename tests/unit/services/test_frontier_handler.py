@@ -218,11 +218,13 @@ def test_network_error_then_success_resets_backoff(clock: Clock) -> None:
     assert rig.state.hosts[A].backoff_level == 0 and rig.state.queue == {}
 
 
-def test_robots_fetched_requeues_the_page_behind_politeness(clock: Clock) -> None:
+@pytest.mark.parametrize("outcome", ["robots_fetched", "probe_fetched"])
+def test_robots_or_probe_fetched_requeues_the_page_behind_politeness(clock: Clock, outcome: str) -> None:
+    """robots.txt or the soft-404 probe was the lease's one request: the page itself is still to fetch."""
     rig = Rig(clock)
     rig.url("http://a.test/page", depth=2)
     [req] = rig.tick(T0)
-    rig.result(req, T0 + 1, outcome="robots_fetched", status=200, fetch_s=0.05)
+    rig.result(req, T0 + 1, outcome=outcome, status=200, fetch_s=0.05)
     assert (part(A), A, req.url_fp) in rig.state.queue
     assert rig.tick(T0 + 1.5) == []
     [again] = rig.tick(T0 + 2.0)
@@ -359,6 +361,23 @@ def test_replayed_discovery_of_a_url_the_frontier_finished_is_dropped(clock: Clo
     rig.run(rig.state.url_insert_discovered(A, url_fingerprint(url2), url2, 0, T0, "ev2"))
     rig.run(rig.h.handle(rec(A), UrlMessage(url=url2, host=A, url_fp=url_fingerprint(url2), replayed=True)))
     assert [r.url for r in rig.tick(T0 + 200)] == [url2]
+
+
+@pytest.mark.parametrize("outcome", ["robots_fetched", "probe_fetched"])
+def test_stale_lease_result_that_fetched_no_page_keeps_the_url(clock: Clock, outcome: str) -> None:
+    state = FakeCrawlState()
+    _persisted(state, "http://a.test/1")
+    _persisted(state, "http://a.test/2")
+    state.hosts[A] = HostState(A, lease_id="L2", lease_url="http://a.test/2", lease_expires_at=T0 + 50)
+    rig = Rig(clock, state)
+    old = FetchRequest(url="http://a.test/1", host=A, url_fp=url_fingerprint("http://a.test/1"),
+                       lease_id="L0", lease_expires_at=T0 - 10)
+    rig.result(old, T0 + 1, outcome=outcome, status=404)  # only robots.txt / the probe was requested
+    req2 = FetchRequest(url="http://a.test/2", host=A, url_fp=url_fingerprint("http://a.test/2"),
+                        lease_id="L2", lease_expires_at=T0 + 50)
+    rig.result(req2, T0 + 2)
+    [again] = rig.tick(T0 + 100)  # /1 still has to be fetched
+    assert again.url == "http://a.test/1"
 
 
 def test_on_revoke_drops_the_partition(clock: Clock) -> None:

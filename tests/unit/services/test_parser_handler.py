@@ -59,12 +59,18 @@ def test_empty_html_body() -> None:
     assert page.out_links == [] and page.simhash is None and page.text_length == 0
 
 
-@pytest.mark.parametrize("outcome", ["not_modified", "redirect", "http_error", "robots_fetched", "lease_expired"])
+@pytest.mark.parametrize("outcome", ["not_modified", "redirect", "http_error", "robots_fetched", "lease_expired",
+                                     "probe_fetched", "soft_404"])
 def test_other_outcomes_are_ignored(outcome: str) -> None:
     blobs = MemoryBlobStore()
     msg = FetchResult(url=URL, host="site.test", url_fp=7, lease_id="L", outcome=outcome,  # type: ignore[arg-type]
                       started_at=time.time())
     assert _handle(ParserHandler(blobs), msg) == []
+
+
+def test_soft_404_is_not_parsed_even_with_a_body() -> None:
+    blobs = MemoryBlobStore()
+    assert _handle(ParserHandler(blobs), _result(blobs, b"<a href='/x'>x</a>", outcome="soft_404")) == []
 
 
 def test_missing_blob_is_poison_and_store_down_is_transient() -> None:

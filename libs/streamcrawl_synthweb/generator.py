@@ -5,8 +5,8 @@ tables. Rules:
 
 * host ``i`` (0-based) is named ``h{i+1:04d}.synth.test`` and lives at ``127.10.0.1`` + i, skipping
   .0/.255 last octets (127.10.x.y .. 127.11.x.y ..), never 127.0.0.1;
-* when ``n_hosts >= len(special) + 2`` every special kind the profile gives a weight appears at least once (on seed-chosen
-  hosts); the remaining hosts draw a kind from ``profile.kind_weights``;
+* when ``n_hosts >= len(special) + 2`` every special kind the profile weights appears at least once
+  (on seed-chosen hosts); the remaining hosts draw a kind from ``profile.kind_weights``;
 * every host has ``/`` plus ``/p/1.html .. /p/{n-1}.html``; ``/`` links to ``/p/1.html``, each
   ``/p/k.html`` links to ``/p/{k+1}.html`` (so the whole chain is reachable from the home page), to a
   few random pages of the host and to a few home or ``/p/1..3.html`` pages of other hosts;

@@ -120,4 +120,4 @@ def test_ground_truth_is_deterministic(web, gt):
 def test_deep_profile_is_ordinary_hosts_with_hundreds_of_pages() -> None:
     web = generate(60, seed=3, profile="deep")
     assert {h.kind for h in web.hosts} == {"normal"}
-    assert all(400 <= len(h.pages) for h in web.hosts)
+    assert all(len(h.pages) >= 400 for h in web.hosts)

@@ -89,6 +89,9 @@ class FetchRequest(Envelope):
     kind: Kind = "discovery"
     lease_id: str
     lease_expires_at: float
+    #: Do not send the request before this time (epoch seconds): the frontier dispatches a little ahead
+    #: of the host's politeness timer so that Kafka latency is not added to every delay.
+    not_before: float = 0.0
     etag: str | None = None
     last_modified: str | None = None
 
@@ -115,6 +118,9 @@ class FetchResult(Envelope):
     status: int | None = None
     error: str | None = None
     started_at: float
+    #: When the exchange with the host was over (fetcher clock, at or after the last byte): the base of
+    #: the host's next politeness delay. None from older fetchers: the frontier uses its own clock.
+    ended_at: float | None = None
     fetch_s: float = 0.0
     content_type: str | None = None
     content_length: int = 0

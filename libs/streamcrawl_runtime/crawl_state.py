@@ -330,8 +330,11 @@ class CassandraCrawlState:
         return [(fp, url) for url, fp in seen.items()]
 
     async def simhash_add(self, simhash: int, url: str) -> None:
-        await asyncio.gather(*(self._exec(self._s_put, (b, v, _signed(simhash), url))
-                               for b, v in _u16_blocks(simhash)))
+        # One unlogged batch of the 4 block rows: one request instead of four (each row is idempotent).
+        batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+        for b, v in _u16_blocks(simhash):
+            batch.add(self._s_put, (b, v, _signed(simhash), url))
+        await self._exec(batch, ())
 
     # ---------------------------------------------------------------- due index
     async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None:

@@ -62,6 +62,7 @@ class FetchPolicy:
     max_body_bytes: int = 10 * 1024 * 1024
     robots_max_bytes: int = 500 * 1024
     robots_max_redirects: int = 5
+    max_early_s: float = 5.0  # the longest wait for a request's not_before (the frontier uses ~0.3 s)
 
 
 class FetcherHandler(StatelessHandler):
@@ -88,16 +89,27 @@ class FetcherHandler(StatelessHandler):
     # ------------------------------------------------------------------ the fetch
 
     async def fetch(self, req: FetchRequest) -> FetchResult:
+        wait = req.not_before - self.clock()
+        if 0 < wait <= self.policy.max_early_s:
+            # Dispatched ahead of the host's politeness timer (so Kafka's latency is not added to every
+            # delay): no request to the host before its time.
+            await asyncio.sleep(wait)
         started = self.clock()
 
         # outcome is one of FetchResult's Literal values (pydantic checks it)
         def result(outcome: Any, **fields: Any) -> FetchResult:
+            # ended_at: taken after the exchange, so never earlier than the host's last byte.
+            fields.setdefault("ended_at", self.clock())
             return FetchResult(url=req.url, host=req.host, url_fp=req.url_fp, depth=req.depth, kind=req.kind,
                                lease_id=req.lease_id, outcome=outcome, started_at=started, **fields)
 
         if req.lease_expires_at < started:
             # The frontier has already re-queued this URL: fetching now could break politeness.
             return result("lease_expired", error="lease expired before the fetch started")
+        if req.not_before > started:
+            # Far too early (a clock jump, a bogus message): parking the host's key that long would stall
+            # it, and sending now would break politeness. No request: the frontier re-queues the URL.
+            return result("lease_expired", error=f"dispatched {req.not_before - started:.1f}s ahead of its time")
         if await self.state.host_lease(req.host) != req.lease_id:
             # Fencing: the frontier persists every lease before it sends the request and clears it when the
             # result arrives. A request replayed after a crash (at-least-once) whose lease is no longer the
@@ -158,10 +170,11 @@ class FetcherHandler(StatelessHandler):
         except UrlError as exc:
             return result("http_error", error=f"malformed url: {exc}", crawl_delay_s=delay)
         fetch_s = time.perf_counter() - t0
+        ended = self.clock()
         FETCH_SECONDS.observe(fetch_s)
         BODY_BYTES.inc(len(resp.body))
         STATUS.labels(f"{resp.status // 100}xx").inc()
-        return await self._classify(req, url, resp, fetch_s, delay, result, host_signature)
+        return await self._classify(req, url, resp, fetch_s, ended, delay, result, host_signature)
 
     async def _probe(self, req: FetchRequest, probe_url: str, probe_path: str, delay: float | None,
                      result: Callable[..., FetchResult]) -> FetchResult:
@@ -207,12 +220,12 @@ class FetcherHandler(StatelessHandler):
             headers["If-Modified-Since"] = last_modified
         return headers
 
-    async def _classify(self, req: FetchRequest, url: str, resp: HttpResponse, fetch_s: float,
+    async def _classify(self, req: FetchRequest, url: str, resp: HttpResponse, fetch_s: float, ended: float,
                         delay: float | None, result: Callable[..., FetchResult],
                         host_signature: int | None = None) -> FetchResult:
         h = resp.headers
         common: dict[str, Any] = {
-            "status": resp.status, "fetch_s": fetch_s, "crawl_delay_s": delay,
+            "status": resp.status, "fetch_s": fetch_s, "ended_at": ended, "crawl_delay_s": delay,
             "content_type": h.get("content-type"), "etag": h.get("etag"),
             "last_modified": h.get("last-modified"), "x_robots_tag": _joined(h.get_list("x-robots-tag")),
         }

@@ -70,7 +70,7 @@ MAX_ATTEMPTS = 5
 class FrontierHandler:
     def __init__(self, state: CrawlState, politeness: PolitenessConfig, *, lease_s: float = 120.0,
                  discovery_share: float = 0.3, dispatch_per_tick: int = 500,
-                 partitions: int = HOST_PARTITIONS, max_leases: int = 1000) -> None:
+                 partitions: int = HOST_PARTITIONS, max_leases: int = 1000, lookahead_s: float = 0.3) -> None:
         self.state = state
         self.politeness = politeness
         self.lease_s = lease_s
@@ -78,6 +78,7 @@ class FrontierHandler:
         # Outstanding leases per instance: more than the fetchers can start within a lease's life only
         # waits in Kafka until it expires (then it is re-queued anyway), so the frontier holds it back.
         self.max_leases = max_leases
+        self.lookahead_s = lookahead_s
         self.partitions = partitions
         self.fconfig = FrontierConfig(discovery_share=discovery_share, politeness=politeness)
         self.frontiers: dict[int, Frontier] = {}
@@ -190,6 +191,10 @@ class FrontierHandler:
         if fr is None:
             return
         now = time.time()
+        # The politeness delay runs from the end of the exchange (fetcher clock; the fetcher enforces the
+        # next request's not_before on the same clock), not from when the result reached us: Kafka's
+        # latency is not added to every delay. Never later than now + 5 s (a fetcher clock gone wild).
+        end = now if res.ended_at is None else min(res.ended_at, now + 5.0)
         lease = self.leases.get(res.host)
         if lease is not None and lease.lease_id == res.lease_id:
             del self.leases[res.host]
@@ -198,9 +203,9 @@ class FrontierHandler:
                 await self.state.host_put_lease(res.host, None, None, None)
                 return
             try:
-                nxt = fr.done(res.host, now, res.fetch_s, res.status, res.crawl_delay_s, res.retry_after_s)
+                nxt = fr.done(res.host, end, res.fetch_s, res.status, res.crawl_delay_s, res.retry_after_s)
             except (KeyError, ValueError):  # host not in flight in this rebuilt frontier
-                nxt = next_allowed_at(now, res.fetch_s, res.crawl_delay_s, self.politeness)
+                nxt = next_allowed_at(end, res.fetch_s, res.crawl_delay_s, self.politeness)
                 fr.restore_host(res.host, nxt, 0)
             snap = fr.host_snapshot(res.host)
             level = snap.backoff_level if snap else 0
@@ -216,7 +221,7 @@ class FrontierHandler:
                 return
             # done() on a host that is not in flight only ever pushes its timer later: a late result can
             # never shorten a back-off or a delay already in force.
-            nxt = fr.done(res.host, now, res.fetch_s, res.status, res.crawl_delay_s, res.retry_after_s)
+            nxt = fr.done(res.host, end, res.fetch_s, res.status, res.crawl_delay_s, res.retry_after_s)
             snap = fr.host_snapshot(res.host)
             level = snap.backoff_level if snap else 0
         if res.crawl_delay_s is not None:
@@ -279,7 +284,9 @@ class FrontierHandler:
         queued = 0
         for part, fr in list(self.frontiers.items()):
             while len(out) < self.dispatch_per_tick and len(self.leases) < self.max_leases:
-                item = fr.next(now)
+                # Dispatch up to lookahead_s before the host's time; the request carries that time as
+                # not_before and the fetcher waits for it, so the hop through Kafka overlaps the delay.
+                item = fr.next(now + self.lookahead_s)
                 if item is None:
                     break
                 if item.url in self.cancelled:
@@ -300,9 +307,12 @@ class FrontierHandler:
                     fr.release(item.host, item.url, now)  # else the host stays in flight with no lease
                     raise
                 self.leases[item.host] = lease
+                snap = fr.host_snapshot(item.host)
+                not_before = max(item.not_before, snap.next_allowed_at if snap else 0.0)
                 out.append(Output(FETCH_REQUESTS, item.host, FetchRequest(
                     url=item.url, host=item.host, url_fp=meta.url_fp, depth=meta.depth, kind=item.kind,
-                    lease_id=lease.lease_id, lease_expires_at=lease.expires_at)))
+                    lease_id=lease.lease_id, lease_expires_at=lease.expires_at,
+                    not_before=not_before if not_before > now else 0.0)))
             queued += len(fr)
         DISPATCHED.inc(len(out))
         QUEUED.set(queued)

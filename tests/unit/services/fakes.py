@@ -237,6 +237,7 @@ Route = Reply | Callable[[dict[str, str]], Reply]
 class Seen:
     path: str
     headers: dict[str, str]
+    at: float = 0.0  # when the server read the request (time.time())
 
 
 class ScriptedHTTP:
@@ -254,7 +255,7 @@ class ScriptedHTTP:
 
             def do_GET(self) -> None:
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                owner.seen.append(Seen(self.path, headers))
+                owner.seen.append(Seen(self.path, headers, time.time()))
                 route = owner.routes.get(self.path)
                 if route is None:
                     route = owner.default(self.path) if owner.default else Reply(404, b"not found")

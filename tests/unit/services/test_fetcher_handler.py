@@ -104,6 +104,24 @@ def test_lease_expired_makes_no_request(rig: Rig) -> None:
     assert rig.web.seen == []
 
 
+def test_request_waits_for_not_before_and_reports_when_it_ended(rig: Rig) -> None:
+    rig.allow_all()
+    rig.web.routes["/a"] = Reply(200, b"<html>a</html>", {"Content-Type": "text/html"})
+    not_before = time.time() + 0.3
+    res = rig.run(rig.request("/a", not_before=not_before))
+    assert res.outcome == "fetched"
+    [seen] = [s for s in rig.web.seen if s.path == "/a"]
+    assert seen.at >= not_before  # the server saw nothing before the host's time
+    assert res.ended_at is not None and seen.at <= res.ended_at <= time.time()
+
+
+def test_request_dispatched_far_too_early_is_returned_unsent(rig: Rig) -> None:
+    rig.allow_all()
+    res = rig.run(rig.request("/a", not_before=time.time() + 60))
+    assert res.outcome == "lease_expired" and "ahead of its time" in (res.error or "")
+    assert rig.web.seen == []
+
+
 def test_first_request_fetches_robots_only_then_page(rig: Rig) -> None:
     rig.web.routes["/robots.txt"] = Reply(200, b"User-agent: *\nDisallow: /private/\nCrawl-delay: 2\n")
     rig.web.routes["/page"] = Reply(200, b"<html><title>x</title></html>",

@@ -53,10 +53,13 @@ def rec(host: str | None, partition: int | None = None) -> Record:
 
 
 class Rig:
-    def __init__(self, clock: Clock, state: FakeCrawlState | None = None, assign: bool = True) -> None:
+    def __init__(self, clock: Clock, state: FakeCrawlState | None = None, assign: bool = True,
+                 lookahead_s: float = 0.0) -> None:
         self.clock = clock
         self.state = state or FakeCrawlState()
-        self.h = FrontierHandler(self.state, PolitenessConfig(jitter=0.0), lease_s=LEASE_S, partitions=8)
+        # No lookahead by default: the timer tests read exact dispatch times (lookahead has its own tests).
+        self.h = FrontierHandler(self.state, PolitenessConfig(jitter=0.0), lease_s=LEASE_S, partitions=8,
+                                 lookahead_s=lookahead_s)
         if assign:
             self.run(self.h.on_assign(list(range(8))))
 
@@ -378,6 +381,36 @@ def test_stale_lease_result_that_fetched_no_page_keeps_the_url(clock: Clock, out
     rig.result(req2, T0 + 2)
     [again] = rig.tick(T0 + 100)  # /1 still has to be fetched
     assert again.url == "http://a.test/1"
+
+
+def test_lookahead_dispatches_early_with_the_hosts_time_as_not_before(clock: Clock) -> None:
+    rig = Rig(clock, lookahead_s=0.3)
+    rig.url("http://a.test/1")
+    rig.url("http://a.test/2")
+    [r1] = rig.tick(T0)
+    assert r1.not_before == 0.0  # a fresh host may be contacted now
+    # The fetcher reports the end of the exchange on its clock; the result reaches us 40 ms later.
+    rig.result(r1, T0 + 0.54, fetch_s=0.05, ended_at=T0 + 0.5)
+    assert rig.state.hosts[A].next_allowed_at == pytest.approx(T0 + 1.5, abs=0.002)
+    assert rig.tick(T0 + 1.19) == []  # more than lookahead_s ahead
+    [r2] = rig.tick(T0 + 1.21)
+    assert r2.url == "http://a.test/2" and r2.not_before == pytest.approx(T0 + 1.5, abs=0.002)
+
+
+def test_result_without_ended_at_times_the_delay_from_arrival(clock: Clock) -> None:
+    rig = Rig(clock)
+    rig.url("http://a.test/1")
+    [r1] = rig.tick(T0)
+    rig.result(r1, T0 + 0.54, fetch_s=0.05, ended_at=None)
+    assert rig.state.hosts[A].next_allowed_at == pytest.approx(T0 + 1.54, abs=0.002)
+
+
+def test_an_ended_at_from_a_clock_far_ahead_is_capped(clock: Clock) -> None:
+    rig = Rig(clock)
+    rig.url("http://a.test/1")
+    [r1] = rig.tick(T0)
+    rig.result(r1, T0 + 1, fetch_s=0.05, ended_at=T0 + 3600)
+    assert rig.state.hosts[A].next_allowed_at == pytest.approx(T0 + 1 + 5 + 1, abs=0.002)
 
 
 def test_on_revoke_drops_the_partition(clock: Clock) -> None:

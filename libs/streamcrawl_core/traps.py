@@ -164,6 +164,16 @@ class HostBudget:
         self._used[host] = (cycle, count + 1)
         return True
 
+    def set_used(self, host: str, cycle: int, used: int) -> None:
+        """Set ``host``'s count in ``cycle``, e.g. restored from persisted state after a restart."""
+        if used < 0:
+            raise ValueError("used must be >= 0")
+        self._used[host] = (cycle, used)
+
+    def forget(self, host: str) -> None:
+        """Drop ``host``'s counter (e.g. its partition moved to another process)."""
+        self._used.pop(host, None)
+
     def forget_before(self, cycle: int) -> int:
         """Drop counters of cycles before ``cycle`` (bounds memory); returns how many."""
         old = [h for h, (c, _) in self._used.items() if c < cycle]

@@ -57,6 +57,7 @@ class HostState:
     lease_expires_at: float | None = None
     urls_this_cycle: int = 0
     soft404_signature: str | None = None
+    cycle: int | None = None  # the crawl cycle urls_this_cycle counts (dedup's page budget); None: never written
 
 
 @dataclass
@@ -105,7 +106,8 @@ class CrawlState(Protocol):
         probe is repeated once per robots.txt lifetime."""
     async def host_put_soft404(self, host: str, signature: str) -> None:
         """The host's answer to the soft-404 probe: a signature, or "none" (see the fetcher)."""
-    async def host_put_budget(self, host: str, urls_this_cycle: int) -> None: ...
+    async def host_put_budget(self, host: str, cycle: int, urls_this_cycle: int) -> None:
+        """Dedup's count of URLs admitted for the host in crawl ``cycle`` (a count of another cycle is 0)."""
     async def url_get(self, host: str, url_fp: int) -> UrlState | None: ...
     async def url_insert_discovered(self, host: str, url_fp: int, url: str, depth: int, now: float,
                                     event_id: str = "") -> None: ...
@@ -174,7 +176,8 @@ class CassandraCrawlState:
         self._h_robots = p("UPDATE host_state SET robots_status = ?, robots_body = ?, robots_fetched_at = ?,"
                            " crawl_delay_s = ?, soft404_signature = null WHERE host = ?")
         self._h_soft404 = p("UPDATE host_state SET soft404_signature = ? WHERE host = ?")
-        self._h_budget = p("UPDATE host_state SET urls_this_cycle = ? WHERE host = ?")
+        # The count and its cycle in one write: a reader never pairs a count with the wrong cycle.
+        self._h_budget = p("UPDATE host_state SET cycle = ?, urls_this_cycle = ? WHERE host = ?")
         self._u_get = p("SELECT * FROM url_state WHERE host = ? AND url_fp = ?")
         self._u_disc = p("INSERT INTO url_state (host, url_fp, url, depth, status, discovered_at, discovered_by)"
                          " VALUES (?, ?, ?, ?, 'queued', ?, ?)")
@@ -260,7 +263,7 @@ class CassandraCrawlState:
         r = rows[0]
         return HostState(host, r.robots_status, r.robots_body, epoch(r.robots_fetched_at), r.crawl_delay_s,
                          r.last_fetch_ms, epoch(r.next_allowed_at), r.backoff_level or 0, r.lease_id, r.lease_url,
-                         epoch(r.lease_expires_at), r.urls_this_cycle or 0, r.soft404_signature)
+                         epoch(r.lease_expires_at), r.urls_this_cycle or 0, r.soft404_signature, r.cycle)
 
     async def host_lease(self, host: str) -> str | None:
         """The host's current lease id (the fencing token a fetcher checks before a request)."""
@@ -282,8 +285,8 @@ class CassandraCrawlState:
     async def host_put_soft404(self, host: str, signature: str) -> None:
         await self._exec(self._h_soft404, (signature, host))
 
-    async def host_put_budget(self, host: str, urls_this_cycle: int) -> None:
-        await self._exec(self._h_budget, (urls_this_cycle, host))
+    async def host_put_budget(self, host: str, cycle: int, urls_this_cycle: int) -> None:
+        await self._exec(self._h_budget, (cycle, urls_this_cycle, host))
 
     # ---------------------------------------------------------------- url_state
     async def url_get(self, host: str, url_fp: int) -> UrlState | None:

@@ -2,6 +2,21 @@
 
 - url_candidates (keyed by the target host): trap rules, per-host budgets and the blocklist, then the
   seen-set; a new URL is recorded in url_state and sent to the frontier.
+- Per-host page budgets (URLs admitted per host per crawl cycle) survive restarts and partition moves:
+  host_state keeps (cycle, urls_this_cycle); a count of an older cycle counts as 0.
+  * Load: lazily, the first time a host has a new URL in this process (or since its partition was
+    assigned again) its host_state row is read once, before that URL is admitted; later URLs consume the
+    in-memory counter. Reading every host of a partition in on_assign would mean a scan (host_state is
+    keyed by host, not partition) and most of those hosts may never get a candidate in this process.
+  * Write-behind: an admitted URL only marks its host dirty; dirty counts are written by tick() (about
+    once a second), on_revoke (the revoked partitions' hosts, which are then forgotten) and close().
+  * Loss bound: a crash (kill -9) loses the increments not yet written, so per crash a host can exceed
+    its budget by at most the URLs admitted for it since its last flush: about one tick (1 s in main.py)
+    of admissions, plus those of a flush that was in flight. Tying the flush to the offset commit would
+    not remove this loss: a replayed candidate event whose URL was already admitted is re-emitted as a
+    "replay" without consuming budget, so an unwritten increment is lost whether or not its offset was
+    committed. The same bound covers a partition move where the new owner reads a host before the old
+    owner's on_revoke flush has landed.
 - parsed (keyed by the page's host): exact duplicates by SHA-256 (content_index, first claimer wins) and
   near duplicates by SimHash (Hamming distance <= 3, via the 4×16-bit block index). A duplicate becomes
   an alias of its canonical URL and its links are not followed. A new or changed page is published on
@@ -13,10 +28,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 
 from prometheus_client import Counter
@@ -44,6 +60,10 @@ log = logging.getLogger("streamcrawl.dedup")
 
 URL_DECISIONS = Counter("streamcrawl_dedup_urls_total", "Candidate URL decisions", ["decision"])
 PAGES = Counter("streamcrawl_dedup_pages_total", "Parsed page decisions", ["decision"])
+BUDGET_FLUSH_FAILURES = Counter("streamcrawl_dedup_budget_flush_failures_total",
+                                "Host budget counts that could not be written to host_state")
+
+_FLUSH_CONCURRENCY = 256  # host_state writes in flight at once during a budget flush
 
 
 class DedupHandler:
@@ -58,8 +78,14 @@ class DedupHandler:
         self.simhash_distance = simhash_distance
         self.snapshot_interval_s = snapshot_interval_s
         self.partitions = partitions
+        if cycle_s < 1.0:  # host_state.cycle is a CQL int: int(now // cycle_s) must stay below 2**31
+            raise ValueError(f"cycle_s must be >= 1 s, got {cycle_s!r}")
         self.cycle_s = cycle_s  # the per-host page budget renews every cycle
         self.cycle = 0
+        self._owned: set[int] = set()
+        self._budget_hosts: dict[int, set[str]] = {}  # partition → hosts whose count was read from host_state
+        self._budget_dirty: dict[str, int] = {}  # host → its partition: count not yet written to host_state
+        self._flush_lock = asyncio.Lock()  # one flush at a time: a later write never carries an older count
         self.blocklist: list[str] = []
         self._last_snapshot = time.monotonic()
         self._blocklist_at = 0.0
@@ -67,12 +93,25 @@ class DedupHandler:
     async def on_assign(self, partitions: list[int]) -> None:
         for part in partitions:
             await self.seen.restore(part)
+            self._owned.add(part)
 
     async def on_revoke(self, partitions: list[int]) -> None:
+        try:
+            await self.flush_budgets(partitions)
+        except Exception as exc:  # the new owner reads what was written; the rest is the crash loss bound
+            log.warning("budget flush on revoke failed", extra={"error": repr(exc)[:300]})
         for part in partitions:
+            self._owned.discard(part)
+            for host in self._budget_hosts.pop(part, set()):
+                self.budget.forget(host)  # the next owner counts on from host_state
             await self.seen.drop(part)
+        self._budget_dirty = {h: p for h, p in self._budget_dirty.items() if p not in partitions}
 
     async def tick(self, now: float) -> Sequence[Output]:
+        try:
+            await self.flush_budgets()
+        except Exception as exc:  # still dirty: the next tick retries; the rest of the tick goes on
+            log.warning("budget flush failed", extra={"error": repr(exc)[:300]})
         if time.monotonic() - self._last_snapshot >= self.snapshot_interval_s:
             self._last_snapshot = time.monotonic()
             await self.seen.snapshot_dirty()
@@ -85,7 +124,35 @@ class DedupHandler:
         return []
 
     async def close(self) -> None:
-        await self.seen.snapshot_dirty()
+        try:
+            await self.flush_budgets()
+        finally:
+            await self.seen.snapshot_dirty()
+
+    async def flush_budgets(self, partitions: Collection[int] | None = None) -> None:
+        """Write the dirty hosts' counts (of ``partitions``, or all) to host_state. A host whose write
+        fails stays dirty and the first error is raised."""
+        async with self._flush_lock:
+            hosts = [(h, p) for h, p in self._budget_dirty.items() if partitions is None or p in partitions]
+            if not hosts:
+                return
+            for h, _ in hosts:
+                del self._budget_dirty[h]
+            cycle = self.cycle  # counts are read now, while marked clean: a later increment marks them again
+            writes = [(h, p, self.budget.used(h, cycle)) for h, p in hosts]
+            first_error: BaseException | None = None
+            for i in range(0, len(writes), _FLUSH_CONCURRENCY):
+                chunk = writes[i:i + _FLUSH_CONCURRENCY]
+                results = await asyncio.gather(*(self.state.host_put_budget(h, cycle, n) for h, _, n in chunk),
+                                               return_exceptions=True)
+                for (h, p, _), res in zip(chunk, results, strict=True):
+                    if isinstance(res, BaseException):
+                        BUDGET_FLUSH_FAILURES.inc()
+                        first_error = first_error or res
+                        if p in self._owned:
+                            self._budget_dirty.setdefault(h, p)
+            if first_error is not None:
+                raise first_error
 
     def set_blocklist(self, patterns: list[str]) -> None:
         self.blocklist = [p.lower() for p in patterns]
@@ -130,9 +197,12 @@ class DedupHandler:
                 if cycle != self.cycle:
                     self.cycle = cycle
                     self.budget.forget_before(cycle)
+                await self._load_budget(record.partition, host)
                 if not self.budget.try_consume(host, self.cycle):
                     URL_DECISIONS.labels("over_budget").inc()
                     continue
+                if record.partition in self._owned:  # not a record finishing after its partition moved
+                    self._budget_dirty[host] = record.partition
                 await self.state.url_insert_discovered(host, url_fp, url, batch.depth, time.time(),
                                                        batch.event_id)
             URL_DECISIONS.labels(verdict).inc()
@@ -140,6 +210,20 @@ class DedupHandler:
                                                      priority=priority, kind="discovery",
                                                      via=batch.source_url, replayed=verdict == "replay")))
         return out
+
+    async def _load_budget(self, part: int, host: str) -> None:
+        """Read the host's persisted count once (per process, and again after its partition comes back).
+        Candidates of one host are handled one after another (the loop serializes a key), so no second
+        read of the same host can race with this one."""
+        if host in self._budget_hosts.get(part, ()):
+            return
+        hs = await self.state.host_get(host)
+        if hs is not None and hs.cycle == self.cycle:
+            self.budget.set_used(host, self.cycle, hs.urls_this_cycle)
+        else:  # no row, or a count of an older cycle: 0 in this one
+            self.budget.forget(host)
+        if part in self._owned:
+            self._budget_hosts.setdefault(part, set()).add(host)
 
     def _links_out(self, urls: list[str], depth: int, source: str) -> list[Output]:
         """Normalize links and group them by target host: one UrlCandidates message per host."""

@@ -188,3 +188,15 @@ class TestSoft404:
         # a path whose last segment is a word of the template itself
         page = soft404_signature(self.PAGE.format(path="/page", rid=3), soft404_echoes("/page"))
         assert is_soft404(page, probe)
+
+    def test_set_used_seeds_a_count_and_forget_drops_it(self) -> None:
+        b = HostBudget(TrapConfig(host_page_budget=3))
+        b.set_used("h", 7, 2)
+        assert b.try_consume("h", 7) and not b.try_consume("h", 7)
+        b.set_used("h", 8, 1)  # another cycle replaces the counter
+        assert b.used("h", 8) == 1 and b.used("h", 7) == 0
+        b.forget("h")
+        b.forget("never-seen")
+        assert b.used("h", 8) == 0
+        with pytest.raises(ValueError):
+            b.set_used("h", 8, -1)

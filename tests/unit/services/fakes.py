@@ -53,8 +53,10 @@ class FakeCrawlState:
         self.overrides: dict[str, HostOverrideRow] = {}
         self.blocklist: list[str] = []
         self.calls: list[tuple[Any, ...]] = []
+        self.host_reads: list[str] = []  # host_get calls, in order
 
     async def host_get(self, host: str) -> HostState | None:
+        self.host_reads.append(host)
         return self.hosts.get(host)
 
     async def host_put_robots(self, host: str, status: int | None, body: str | None, fetched_at: float,
@@ -109,8 +111,10 @@ class FakeCrawlState:
         hs = self.hosts.setdefault(host, HostState(host))
         hs.lease_id, hs.lease_url, hs.lease_expires_at = lease_id, url, _ms(expires_at)
 
-    async def host_put_budget(self, host: str, urls_this_cycle: int) -> None:
-        self.hosts.setdefault(host, HostState(host)).urls_this_cycle = urls_this_cycle
+    async def host_put_budget(self, host: str, cycle: int, urls_this_cycle: int) -> None:
+        self.calls.append(("host_put_budget", host, cycle, urls_this_cycle))
+        hs = self.hosts.setdefault(host, HostState(host))
+        hs.cycle, hs.urls_this_cycle = cycle, urls_this_cycle
 
     # ---------------------------------------------------------------- url_state
     def _url(self, host: str, url_fp: int, url: str) -> UrlState:

@@ -17,6 +17,7 @@ from streamcrawl_core.traps import TrapConfig
 from streamcrawl_dedup.handler import DedupHandler
 from streamcrawl_dedup.seen import SeenSet, offset_key, snapshot_key
 from streamcrawl_runtime.blobstore import MemoryBlobStore
+from streamcrawl_runtime.crawl_state import HostState
 from streamcrawl_runtime.errors import PoisonMessage
 from streamcrawl_runtime.kafka_loop import Output, Record
 
@@ -383,3 +384,148 @@ def test_control_plane_page_budget_override() -> None:
     assert len(rig.cand("http://a.test/1")) == 1
     assert rig.cand("http://a.test/2") == []  # over the agreed budget of 1
     assert len(rig.cand("http://b.test/1")) == 1 and len(rig.cand("http://b.test/2")) == 1
+
+
+# ------------------------------------------------------------------ persisted per-host budgets
+
+DAY = 86400.0
+CYCLE = int(T0 // DAY)  # the handler's default cycle is a day
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The handler module's time.time() (its budget cycle), nobody else's; tests move it via now[0]."""
+    import time
+    from types import SimpleNamespace
+
+    import streamcrawl_dedup.handler as handler_mod
+
+    now = [T0]
+    monkeypatch.setattr(handler_mod, "time", SimpleNamespace(time=lambda: now[0], monotonic=time.monotonic))
+    return now
+
+
+def budget_writes(state: FakeCrawlState) -> list[tuple[Any, ...]]:
+    return [c[1:] for c in state.calls if c[0] == "host_put_budget"]
+
+
+def admit(rig: Rig, host: str, names: Sequence[str]) -> list[bool]:
+    return [len(rig.cand(f"http://{host}/{n}")) == 1 for n in names]
+
+
+def test_budget_survives_a_restart(clock: list[float]) -> None:
+    """kill -9 after a tick: a new process on the same host_state carries on from the stored count."""
+    state = FakeCrawlState()
+    first = Rig(state, budget=3)
+    assert admit(first, "a.test", ["1", "2"]) == [True, True]
+    first.run(first.h.tick(T0))  # the write-behind flush; no close(): the process dies here
+    assert (state.hosts["a.test"].cycle, state.hosts["a.test"].urls_this_cycle) == (CYCLE, 2)
+    second = Rig(state, budget=3)
+    assert admit(second, "a.test", ["3", "4", "5"]) == [True, False, False]
+    second.run(second.h.close())
+    assert state.hosts["a.test"].urls_this_cycle == 3
+
+
+def test_a_count_of_an_older_cycle_does_not_carry_over(clock: list[float]) -> None:
+    state = FakeCrawlState()
+    state.hosts["full.test"] = HostState("full.test", urls_this_cycle=2, cycle=CYCLE)
+    state.hosts["old.test"] = HostState("old.test", urls_this_cycle=2, cycle=CYCLE - 1)
+    state.hosts["never.test"] = HostState("never.test", urls_this_cycle=2)  # no cycle: never counted by dedup
+    rig = Rig(state, budget=2)
+    assert admit(rig, "full.test", ["1"]) == [False]
+    assert admit(rig, "old.test", ["1", "2", "3"]) == [True, True, False]
+    assert admit(rig, "never.test", ["1"]) == [True]
+    rig.run(rig.h.tick(T0))
+    assert sorted(budget_writes(state)) == [("never.test", CYCLE, 1), ("old.test", CYCLE, 2)]
+
+
+def test_a_new_cycle_in_a_running_process_starts_from_zero_and_is_stored_as_such(clock: list[float]) -> None:
+    state = FakeCrawlState()
+    rig = Rig(state, budget=2)
+    assert admit(rig, "a.test", ["1", "2", "3"]) == [True, True, False]
+    rig.run(rig.h.tick(T0))
+    clock[0] = T0 + DAY
+    assert admit(rig, "a.test", ["4", "5", "6"]) == [True, True, False]
+    rig.run(rig.h.tick(T0 + DAY))
+    assert budget_writes(state) == [("a.test", CYCLE, 2), ("a.test", CYCLE + 1, 2)]
+    assert state.host_reads == ["a.test"]  # the stored row was of the old cycle: no need to read it again
+
+
+def test_dirty_counts_are_written_on_tick_not_per_url(clock: list[float]) -> None:
+    state = FakeCrawlState()
+    rig = Rig(state)
+    admit(rig, "a.test", ["1", "2", "3"])
+    admit(rig, "b.test", ["1"])
+    assert budget_writes(state) == []  # write-behind: no Cassandra write per admitted URL
+    rig.run(rig.h.tick(T0))
+    assert sorted(budget_writes(state)) == [("a.test", CYCLE, 3), ("b.test", CYCLE, 1)]
+    rig.run(rig.h.tick(T0 + 1))
+    assert len(budget_writes(state)) == 2  # nothing dirty, nothing written
+    assert rig.cand("http://a.test/1") == []  # seen: consumes nothing, dirties nothing
+    admit(rig, "a.test", ["4"])
+    rig.run(rig.h.tick(T0 + 2))
+    assert budget_writes(state)[2:] == [("a.test", CYCLE, 4)]
+
+
+def test_one_host_state_read_per_host(clock: list[float]) -> None:
+    state = FakeCrawlState()
+    rig = Rig(state)
+    for i in range(5):
+        admit(rig, "a.test", [str(i)])
+        rig.run(rig.h.tick(T0 + i))
+    assert rig.cand("http://b.test/deep", depth=16) == []  # a trap: never reaches the budget
+    assert state.host_reads == ["a.test"]
+
+
+def test_a_failed_flush_keeps_the_count_dirty(clock: list[float]) -> None:
+    state = FakeCrawlState()
+    rig = Rig(state)
+    admit(rig, "a.test", ["1"])
+    real = state.host_put_budget
+
+    async def down(host: str, cycle: int, urls_this_cycle: int) -> None:
+        raise ConnectionError("cassandra down")
+
+    state.host_put_budget = down  # type: ignore[method-assign]
+    rig.run(rig.h.tick(T0))  # logged, not raised: the rest of the tick still runs
+    state.host_put_budget = real  # type: ignore[method-assign]
+    admit(rig, "a.test", ["2"])
+    rig.run(rig.h.tick(T0 + 1))
+    assert budget_writes(state) == [("a.test", CYCLE, 2)]
+
+
+def test_revoke_flushes_the_revoked_partitions_and_forgets_their_hosts(clock: list[float]) -> None:
+    state = FakeCrawlState()
+    rig = Rig(state, budget=3)
+    pa, pb = partition_for("a.test", 8), partition_for("c.test", 8)
+    assert pa != pb
+    admit(rig, "a.test", ["1"])
+    admit(rig, "c.test", ["1"])
+    rig.run(rig.h.on_revoke([pa]))
+    assert budget_writes(state) == [("a.test", CYCLE, 1)]  # only the revoked partition's hosts
+    # Meanwhile another owner admits two more a.test URLs; when the partition comes back, its count is
+    # read again instead of trusting the forgotten one.
+    state.hosts["a.test"].urls_this_cycle = 3
+    rig.run(rig.h.on_assign([pa]))
+    assert admit(rig, "a.test", ["2"]) == [False]
+    assert state.host_reads == ["a.test", "c.test", "a.test"]
+    rig.run(rig.h.tick(T0))
+    assert budget_writes(state)[1:] == [("c.test", CYCLE, 1)]
+
+
+def test_stored_count_counts_against_a_control_plane_budget(clock: list[float]) -> None:
+    from streamcrawl_runtime.crawl_state import HostOverrideRow
+
+    state = FakeCrawlState()
+    state.hosts["a.test"] = HostState("a.test", urls_this_cycle=3, cycle=CYCLE)
+    state.overrides["a.test"] = HostOverrideRow(None, None, page_budget=5)
+    rig = Rig(state, budget=2)
+    rig.run(rig.h.tick(T0))
+    assert admit(rig, "a.test", ["1", "2", "3"]) == [True, True, False]
+
+
+def test_cycle_must_fit_the_int_column() -> None:
+    state = FakeCrawlState()
+    seen = SeenSet(state, MemoryBlobStore(), capacity=100, fp_rate=0.01)
+    with pytest.raises(ValueError, match="cycle_s"):
+        DedupHandler(state, seen, TrapConfig(), cycle_s=0.5)

@@ -3,17 +3,33 @@ constructs a Cassandra cluster or a minio client, so timeouts and policies are s
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections import namedtuple
 from typing import Any
 
 from cassandra.cluster import Cluster, Session
 from cassandra.policies import RoundRobinPolicy
+from cassandra.query import _clean_column_name  # the driver's own rule for "[applied]" → "applied"
 from minio import Minio
 
 from streamcrawl_runtime.settings import StackSettings
 
 # The driver logs a warning per connection attempt while a node starts; readiness probes retry anyway.
 logging.getLogger("cassandra").setLevel(logging.ERROR)
+
+
+@functools.lru_cache(maxsize=512)
+def _row_class(colnames: tuple[str, ...]) -> Any:
+    return namedtuple("Row", [_clean_column_name(c) for c in colnames])  # type: ignore[misc]
+
+
+def cached_named_tuple_factory(colnames: list[str], rows: list[Any]) -> list[Any]:
+    """The driver's named_tuple_factory builds a new namedtuple class for every result set (~180 µs
+    measured here, on every statement, writes included); the column lists of prepared statements repeat,
+    so the class is built once per column list."""
+    row = _row_class(tuple(colnames))
+    return [row(*r) for r in rows]
 
 
 def cassandra_session(settings: StackSettings, keyspace: str | None = None, connect_timeout: float = 5.0) -> Session:
@@ -30,6 +46,7 @@ def cassandra_session(settings: StackSettings, keyspace: str | None = None, conn
     )
     session = cluster.connect(keyspace)
     session.default_timeout = 20.0
+    session.row_factory = cached_named_tuple_factory
     return session
 
 

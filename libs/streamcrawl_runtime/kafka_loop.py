@@ -184,7 +184,13 @@ class RunLoop:
             while not self._stopping:
                 await self._apply_rebalance()
                 self._backpressure()
-                msgs = [] if self._paused else self.consumer.consume(self.cfg.poll_batch, timeout=0.05)
+                # consume() blocks the event loop while it waits; with handlers in flight (a fetch waiting
+                # for its not_before, a response arriving) that wait would delay them, and inflate the
+                # fetch times the politeness delay is computed from. So poll without waiting when busy and
+                # let the asyncio sleep below (which timers and I/O can interrupt) do the waiting.
+                busy = bool(self._tasks)
+                msgs = [] if self._paused else self.consumer.consume(self.cfg.poll_batch,
+                                                                     timeout=0.0 if busy else 0.05)
                 # A rebalance inside consume(): the handler sees it before any record of the new assignment.
                 await self._apply_rebalance()
                 for msg in msgs:
@@ -201,7 +207,7 @@ class RunLoop:
                     log.info("loop", extra={"in_flight": len(self._tasks), "handled": self.handled,
                                             "waiting_on_key": sum(len(c) for c in self._key_chains.values()),
                                             "paused": self._paused, "assigned": len(self._assigned)})
-                await asyncio.sleep(0 if msgs else 0.01)
+                await asyncio.sleep(0 if msgs else (0.005 if busy else 0.01))
             log.info("draining", extra={"in_flight": len(self._tasks)})
             if self._tasks:
                 await asyncio.wait(self._tasks, timeout=60)

@@ -89,12 +89,16 @@ class FetcherHandler(StatelessHandler):
     # ------------------------------------------------------------------ the fetch
 
     async def fetch(self, req: FetchRequest) -> FetchResult:
-        wait = req.not_before - self.clock()
-        if 0 < wait <= self.policy.max_early_s:
-            # Dispatched ahead of the host's politeness timer (so Kafka's latency is not added to every
-            # delay): no request to the host before its time.
-            await asyncio.sleep(wait)
         started = self.clock()
+
+        async def turn() -> None:
+            # Dispatched ahead of the host's politeness timer (so Kafka's latency is not added to every
+            # delay): no request to the host before not_before. Awaited right before the one request
+            # this lease pays for, after the lease check, DNS and robots lookups, so none of those
+            # delays it.
+            wait = req.not_before - self.clock()
+            if wait > 0:
+                await asyncio.sleep(wait)
 
         # outcome is one of FetchResult's Literal values (pydantic checks it)
         def result(outcome: Any, **fields: Any) -> FetchResult:
@@ -106,7 +110,7 @@ class FetcherHandler(StatelessHandler):
         if req.lease_expires_at < started:
             # The frontier has already re-queued this URL: fetching now could break politeness.
             return result("lease_expired", error="lease expired before the fetch started")
-        if req.not_before > started:
+        if req.not_before - started > self.policy.max_early_s:
             # Far too early (a clock jump, a bogus message): parking the host's key that long would stall
             # it, and sending now would break politeness. No request: the frontier re-queues the URL.
             return result("lease_expired", error=f"dispatched {req.not_before - started:.1f}s ahead of its time")
@@ -134,11 +138,13 @@ class FetcherHandler(StatelessHandler):
         if rules is None:
             # One lease = one request to the host: this lease is spent on robots.txt, the page waits
             # for its next turn behind the politeness delay (the frontier re-queues on robots_fetched).
-            rules = await self.robots.refresh(req.host, origin, started)
+            await turn()
+            robots_started = self.clock()
+            rules = await self.robots.refresh(req.host, origin, robots_started)
         delay = rules.crawl_delay()
         robots_fields: dict[str, Any] = {"crawl_delay_s": delay}
         if fetched_robots:
-            robots_fields.update(status=rules.status, fetch_s=self.clock() - started)
+            robots_fields.update(status=rules.status, fetch_s=self.clock() - robots_started)
         if rules.kind == "disallow_all":
             return result("robots_unavailable", error="robots.txt unavailable: host not crawled for now",
                           **robots_fields)
@@ -152,6 +158,7 @@ class FetcherHandler(StatelessHandler):
             probe_path = soft404_probe_path(secrets.token_hex(8))
             if rules.allowed(origin + probe_path):
                 # Like robots.txt: this lease is spent on the probe, the page waits for its next turn.
+                await turn()
                 return await self._probe(req, origin + probe_path, probe_path, delay, result)
             soft404 = NO_SOFT404  # robots.txt forbids the probe: no signature, the page goes on
             SOFT404_PROBES.labels("disallowed").inc()
@@ -159,6 +166,7 @@ class FetcherHandler(StatelessHandler):
         host_signature = None if soft404 == NO_SOFT404 else int(soft404, 16)
 
         headers = await self._conditional_headers(req)
+        await turn()
         t0 = time.perf_counter()
         try:
             resp = await self.http.get(req.url, self.policy.max_body_bytes, headers)

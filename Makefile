@@ -15,6 +15,7 @@ help:
 	@echo "make stack-up|stack-down|stack-status|stack-reset"
 	@echo "make lint           ruff + mypy + schema drift check"
 	@echo "make bench-core     core library benchmarks (docs/benchmarks.md)"
+	@echo "make bench-crawl    whole crawl vs Scrapy: 2,000 hosts (CPU-bound) and 20 deep hosts (politeness-bound)"
 
 # The venv is rebuilt when a requirements file changes.
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
@@ -70,6 +71,7 @@ bench-core: venv
 bench-crawl: stack-up
 	$(VPY) -m pip install -q -r requirements-bench.txt
 	$(VPY) bench/crawl_bench.py --hosts 2000 --duration 180 --out docs/benchmarks-crawl.md
+	$(VPY) bench/crawl_bench.py --hosts 20 --profile deep --duration 150 --out docs/benchmarks-crawl-bound.md
 
 clean: stack-down
 	rm -rf $(VENV) .stack

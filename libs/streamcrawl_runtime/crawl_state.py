@@ -111,6 +111,8 @@ class CrawlState(Protocol):
     async def url_get(self, host: str, url_fp: int) -> UrlState | None: ...
     async def url_insert_discovered(self, host: str, url_fp: int, url: str, depth: int, now: float,
                                     event_id: str = "") -> None: ...
+    async def url_insert_discovered_many(self, host: str, urls: list[tuple[int, str]], depth: int, now: float,
+                                         event_id: str = "") -> None: ...
     async def url_put_fetch(self, st: UrlState) -> None: ...
     async def url_put_schedule(self, host: str, url_fp: int, interval_s: float, next_visit_at: float,
                                change_count: int, last_changed_at: float | None,
@@ -303,6 +305,18 @@ class CassandraCrawlState:
     async def url_insert_discovered(self, host: str, url_fp: int, url: str, depth: int, now: float,
                                     event_id: str = "") -> None:
         await self._exec(self._u_disc, (host, url_fp, url, depth, ts(now), event_id or None))
+
+    async def url_insert_discovered_many(self, host: str, urls: list[tuple[int, str]], depth: int, now: float,
+                                         event_id: str = "") -> None:
+        """(url_fp, url) pairs of one host in one single-partition batch: one request, applied atomically."""
+        if len(urls) == 1:
+            fp, url = urls[0]
+            await self.url_insert_discovered(host, fp, url, depth, now, event_id)
+            return
+        batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+        for fp, url in urls:
+            batch.add(self._u_disc, (host, fp, url, depth, ts(now), event_id or None))
+        await self._exec(batch, ())
 
     async def url_put_fetch(self, st: UrlState) -> None:
         await self._exec(self._u_fetch, (st.url, st.depth, st.status, st.http_status, st.content_type,

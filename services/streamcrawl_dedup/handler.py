@@ -8,10 +8,11 @@
     assigned again) its host_state row is read once, before that URL is admitted; later URLs consume the
     in-memory counter. Reading every host of a partition in on_assign would mean a scan (host_state is
     keyed by host, not partition) and most of those hosts may never get a candidate in this process.
-  * Write-behind: an admitted URL only marks its host dirty; dirty counts are written by tick() (about
-    once a second), on_revoke (the revoked partitions' hosts, which are then forgotten) and close().
+  * Write-behind: an admitted URL only marks its host dirty; dirty counts are written by tick() every
+    budget_flush_s (5 s by default: a busy host costs one write per 5 s, not one per second), on_revoke
+    (the revoked partitions' hosts, which are then forgotten) and close().
   * Loss bound: a crash (kill -9) loses the increments not yet written, so per crash a host can exceed
-    its budget by at most the URLs admitted for it since its last flush: about one tick (1 s in main.py)
+    its budget by at most the URLs admitted for it since its last flush: about budget_flush_s
     of admissions, plus those of a flush that was in flight. Tying the flush to the offset commit would
     not remove this loss: a replayed candidate event whose URL was already admitted is re-emitted as a
     "replay" without consuming budget, so an unwritten increment is lost whether or not its offset was
@@ -69,8 +70,10 @@ _FLUSH_CONCURRENCY = 256  # host_state writes in flight at once during a budget 
 class DedupHandler:
     def __init__(self, state: CrawlState, seen: SeenSet, traps: TrapConfig, *, simhash_distance: int = 3,
                  snapshot_interval_s: float = 30.0, partitions: int = HOST_PARTITIONS,
-                 cycle_s: float = 86400.0) -> None:
+                 cycle_s: float = 86400.0, budget_flush_s: float = 5.0) -> None:
         self.state = state
+        self.budget_flush_s = budget_flush_s
+        self._budget_flushed_at = 0.0
         self.seen = seen
         self.traps = traps
         self.budget = HostBudget(traps)
@@ -108,10 +111,12 @@ class DedupHandler:
         self._budget_dirty = {h: p for h, p in self._budget_dirty.items() if p not in partitions}
 
     async def tick(self, now: float) -> Sequence[Output]:
-        try:
-            await self.flush_budgets()
-        except Exception as exc:  # still dirty: the next tick retries; the rest of the tick goes on
-            log.warning("budget flush failed", extra={"error": repr(exc)[:300]})
+        if now - self._budget_flushed_at >= self.budget_flush_s:
+            self._budget_flushed_at = now
+            try:
+                await self.flush_budgets()
+            except Exception as exc:  # still dirty: the next tick retries; the rest of the tick goes on
+                log.warning("budget flush failed", extra={"error": repr(exc)[:300]})
         if time.monotonic() - self._last_snapshot >= self.snapshot_interval_s:
             self._last_snapshot = time.monotonic()
             await self.seen.snapshot_dirty()
@@ -183,6 +188,7 @@ class DedupHandler:
             return []
         priority = 0 if batch.source_url.startswith("seed:") else min(9, 1 + batch.depth)
         out: list[Output] = []
+        admitted: list[tuple[int, str]] = []
         for url, url_fp in zip(batch.urls, batch.url_fps, strict=True):
             reason = check_url(url, batch.depth, self.traps) or self.params.observe(host, url)
             if reason is not None:
@@ -203,12 +209,17 @@ class DedupHandler:
                     continue
                 if record.partition in self._owned:  # not a record finishing after its partition moved
                     self._budget_dirty[host] = record.partition
-                await self.state.url_insert_discovered(host, url_fp, url, batch.depth, time.time(),
-                                                       batch.event_id)
+                admitted.append((url_fp, url))
             URL_DECISIONS.labels(verdict).inc()
             out.append(Output(URLS, host, UrlMessage(url=url, host=host, url_fp=url_fp, depth=batch.depth,
                                                      priority=priority, kind="discovery",
                                                      via=batch.source_url, replayed=verdict == "replay")))
+        if admitted:
+            # One single-partition batch (url_state is keyed by host, and a message has one target host).
+            # If it fails the loop retries the message: the URLs are in the Bloom filter but not yet in
+            # the seen-set's memory, so the exact read finds no row and admits them again.
+            await self.state.url_insert_discovered_many(host, admitted, batch.depth, time.time(), batch.event_id)
+            self.seen.admitted((fp for fp, _ in admitted), batch.event_id)
         return out
 
     async def _load_budget(self, part: int, host: str) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from streamcrawl_core.bloom import BloomFilter
 from streamcrawl_runtime.blobstore import BlobStore
@@ -24,6 +24,9 @@ log = logging.getLogger("streamcrawl.dedup.seen")
 Replay = Callable[[int, int], tuple[list[int], int]]
 #: partition → every candidate below this offset has been handled (None: nothing handled yet)
 Progress = Callable[[int], "int | None"]
+
+
+_UNKNOWN = object()
 
 
 def snapshot_key(part: int) -> str:
@@ -47,11 +50,11 @@ class SeenSet:
         self.upto: dict[int, int] = {}
         self.dirty: set[int] = set()
         self.exact_reads = 0
-        # Fingerprints this process confirmed as seen by an exact read, oldest first. Popular links (home
-        # pages, nav bars) come back constantly; each would otherwise cost a Cassandra read after the
-        # Bloom "maybe". Only read-confirmed ones: a replay of the admitting event must still reach the
-        # exact record (discovered_by) to be recognised.
-        self.recent: dict[int, None] = {}
+        # Fingerprints this process admitted (once their url_state rows were written) or confirmed by an
+        # exact read, oldest first, with the event that admitted them. Popular links (home pages, nav
+        # bars) come back constantly; each would otherwise cost a Cassandra read after the Bloom "maybe".
+        # Keeping the admitting event id settles a replay of that very event from memory too.
+        self.recent: dict[int, str | None] = {}
         self.recent_size = recent_size
 
     async def restore(self, part: int) -> None:
@@ -109,20 +112,29 @@ class SeenSet:
         if bloom is None:
             raise KeyError(f"partition {part} is not owned")
         if url_fp in bloom:
-            if url_fp in self.recent:
-                return "seen"
+            known = self.recent.get(url_fp, _UNKNOWN)
+            if known is not _UNKNOWN:
+                # Admitted or confirmed by this process: no read. Only the event that admitted it (here,
+                # once its url_state row was written) is a replay.
+                return "replay" if event_id and known == event_id else "seen"
             self.exact_reads += 1
             row = await self.state.url_get(host, url_fp)
             if row is not None:
                 if event_id and row.discovered_by == event_id:
                     return "replay"
-                self._remember(url_fp)
+                self._remember(url_fp, row.discovered_by)
                 return "seen"
         bloom.add(url_fp)
         self.dirty.add(part)
         return "new"
 
-    def _remember(self, url_fp: int) -> None:
-        self.recent[url_fp] = None
+    def admitted(self, url_fps: Iterable[int], event_id: str) -> None:
+        """These URLs' url_state rows (discovered_by = event_id) are written: later candidates for them
+        are settled from memory, without the exact read a Bloom "maybe" would otherwise cost."""
+        for fp in url_fps:
+            self._remember(fp, event_id)
+
+    def _remember(self, url_fp: int, discovered_by: str | None) -> None:
+        self.recent[url_fp] = discovered_by
         if len(self.recent) > self.recent_size:
             del self.recent[next(iter(self.recent))]

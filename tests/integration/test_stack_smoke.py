@@ -75,3 +75,20 @@ def test_queue_finish_drops_the_row_and_marks_the_url_in_one_batch(cql, unique):
     before, after, done_at = asyncio.run(scenario())
     assert [q.url for q in before] == [url] and after == []
     assert done_at == 1_700_000_100.0
+
+
+def test_discovered_urls_of_one_host_in_one_batch(cql, unique):
+    import asyncio
+
+    from streamcrawl_runtime.crawl_state import CassandraCrawlState
+
+    state = CassandraCrawlState(cql)
+    host = f"many-{unique}.test"
+    urls = [(i, f"http://{host}/{i}") for i in range(1, 4)]
+
+    async def scenario() -> list[tuple[str, str | None, str | None]]:
+        await state.url_insert_discovered_many(host, urls, 2, 1_700_000_000.0, "ev-many")
+        rows = [await state.url_get(host, fp) for fp, _ in urls]
+        return [(r.url, r.status, r.discovered_by) for r in rows if r is not None]
+
+    assert asyncio.run(scenario()) == [(u, "queued", "ev-many") for _, u in urls]

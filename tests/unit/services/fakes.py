@@ -127,6 +127,12 @@ class FakeCrawlState:
         st.url, st.depth, st.status, st.discovered_at = url, depth, "queued", _ms(now)
         st.discovered_by = event_id or None
 
+    async def url_insert_discovered_many(self, host: str, urls: list[tuple[int, str]], depth: int, now: float,
+                                         event_id: str = "") -> None:
+        self.calls.append(("url_insert_discovered_many", host, len(urls)))
+        for fp, url in urls:
+            await self.url_insert_discovered(host, fp, url, depth, now, event_id)
+
     async def url_put_fetch(self, st: UrlState) -> None:
         self.calls.append(("url_put_fetch", st.host, st.url, st.status))
         row = self._url(st.host, st.url_fp, st.url)

@@ -97,12 +97,32 @@ def test_seed_candidate_gets_top_priority() -> None:
     assert out.value.priority == 0  # type: ignore[attr-defined]
 
 
-def test_same_url_again_is_dropped_via_bloom_maybe_and_exact_store() -> None:
+def test_same_url_again_is_dropped_from_memory_in_this_process_and_via_the_exact_store_after() -> None:
     rig = Rig()
     assert len(rig.cand("http://a.test/x")) == 1
     assert rig.seen.exact_reads == 0  # Bloom "no" is definitive
     assert rig.cand("http://a.test/x") == []
-    assert rig.seen.exact_reads == 1
+    assert rig.seen.exact_reads == 0  # admitted by this process: settled from memory
+    # A restarted process (same filter, empty memory) settles the Bloom "maybe" with the exact store.
+    restarted = Rig(state=rig.state, blobs=rig.blobs, assign=False)
+    restarted.seen.blooms = rig.seen.blooms
+    restarted.run(restarted.h.on_assign([]))
+    assert restarted.cand("http://a.test/x") == []
+    assert restarted.seen.exact_reads == 1
+
+
+def test_a_batch_of_new_urls_is_one_write() -> None:
+    rig = Rig()
+    batch = UrlCandidates(host="a.test", depth=1, source_url="http://s.test/",
+                          urls=["http://a.test/1", "http://a.test/2", "http://a.test/3"],
+                          url_fps=[url_fingerprint(f"http://a.test/{i}") for i in (1, 2, 3)])
+    assert len(rig.run(rig.h.handle(rec("a.test"), batch))) == 3
+    assert [c for c in rig.state.calls if c[0] == "url_insert_discovered_many"] == [
+        ("url_insert_discovered_many", "a.test", 3)]
+    # the same event delivered again (a retry after a failed produce) goes out again, from memory
+    again = rig.run(rig.h.handle(rec("a.test"), batch))
+    assert [o.value.replayed for o in again] == [True, True, True]  # type: ignore[attr-defined]
+    assert rig.seen.exact_reads == 0
 
 
 def test_bloom_false_positive_is_settled_by_the_exact_store() -> None:
@@ -459,11 +479,13 @@ def test_dirty_counts_are_written_on_tick_not_per_url(clock: list[float]) -> Non
     assert budget_writes(state) == []  # write-behind: no Cassandra write per admitted URL
     rig.run(rig.h.tick(T0))
     assert sorted(budget_writes(state)) == [("a.test", CYCLE, 3), ("b.test", CYCLE, 1)]
-    rig.run(rig.h.tick(T0 + 1))
+    rig.run(rig.h.tick(T0 + 5))
     assert len(budget_writes(state)) == 2  # nothing dirty, nothing written
     assert rig.cand("http://a.test/1") == []  # seen: consumes nothing, dirties nothing
     admit(rig, "a.test", ["4"])
-    rig.run(rig.h.tick(T0 + 2))
+    rig.run(rig.h.tick(T0 + 6))
+    assert len(budget_writes(state)) == 2  # flushed every budget_flush_s (5 s), not every tick
+    rig.run(rig.h.tick(T0 + 10))
     assert budget_writes(state)[2:] == [("a.test", CYCLE, 4)]
 
 
@@ -490,7 +512,7 @@ def test_a_failed_flush_keeps_the_count_dirty(clock: list[float]) -> None:
     rig.run(rig.h.tick(T0))  # logged, not raised: the rest of the tick still runs
     state.host_put_budget = real  # type: ignore[method-assign]
     admit(rig, "a.test", ["2"])
-    rig.run(rig.h.tick(T0 + 1))
+    rig.run(rig.h.tick(T0 + 5))
     assert budget_writes(state) == [("a.test", CYCLE, 2)]
 
 

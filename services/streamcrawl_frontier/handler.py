@@ -70,7 +70,8 @@ MAX_ATTEMPTS = 5
 class FrontierHandler:
     def __init__(self, state: CrawlState, politeness: PolitenessConfig, *, lease_s: float = 120.0,
                  discovery_share: float = 0.3, dispatch_per_tick: int = 500,
-                 partitions: int = HOST_PARTITIONS, max_leases: int = 1000, lookahead_s: float = 0.3) -> None:
+                 partitions: int = HOST_PARTITIONS, max_leases: int = 1000, lookahead_s: float = 0.3,
+                 margin_s: float = 0.05) -> None:
         self.state = state
         self.politeness = politeness
         self.lease_s = lease_s
@@ -79,6 +80,7 @@ class FrontierHandler:
         # waits in Kafka until it expires (then it is re-queued anyway), so the frontier holds it back.
         self.max_leases = max_leases
         self.lookahead_s = lookahead_s
+        self.margin_s = margin_s
         self.partitions = partitions
         self.fconfig = FrontierConfig(discovery_share=discovery_share, politeness=politeness)
         self.frontiers: dict[int, Frontier] = {}
@@ -194,7 +196,9 @@ class FrontierHandler:
         # The politeness delay runs from the end of the exchange (fetcher clock; the fetcher enforces the
         # next request's not_before on the same clock), not from when the result reached us: Kafka's
         # latency is not added to every delay. Never later than now + 5 s (a fetcher clock gone wild).
-        end = now if res.ended_at is None else min(res.ended_at, now + 5.0)
+        # margin_s: the host's own clock may log the end of its response a little later than we saw it
+        # (a loaded server stamps it after its write returns); politeness is judged by the host's log.
+        end = now if res.ended_at is None else min(res.ended_at + self.margin_s, now + 5.0)
         lease = self.leases.get(res.host)
         if lease is not None and lease.lease_id == res.lease_id:
             del self.leases[res.host]

@@ -20,7 +20,7 @@ def main() -> None:
     handler = FrontierHandler(crawl_state(settings), politeness, lease_s=settings.lease_s,
                               discovery_share=settings.discovery_share,
                               dispatch_per_tick=settings.dispatch_per_tick, max_leases=settings.max_leases,
-                              lookahead_s=settings.lookahead_s)
+                              lookahead_s=settings.lookahead_s, margin_s=settings.politeness_margin_s)
     config = LoopConfig(service="frontier", group_id=settings.group_id, bootstrap=settings.kafka_bootstrap,
                         subscriptions={SEEDS.name: SeedMessage, URLS.name: UrlMessage,
                                        FETCH_RESULTS.name: FetchResult},

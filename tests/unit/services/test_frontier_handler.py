@@ -54,12 +54,12 @@ def rec(host: str | None, partition: int | None = None) -> Record:
 
 class Rig:
     def __init__(self, clock: Clock, state: FakeCrawlState | None = None, assign: bool = True,
-                 lookahead_s: float = 0.0) -> None:
+                 lookahead_s: float = 0.0, margin_s: float = 0.0) -> None:
         self.clock = clock
         self.state = state or FakeCrawlState()
         # No lookahead by default: the timer tests read exact dispatch times (lookahead has its own tests).
         self.h = FrontierHandler(self.state, PolitenessConfig(jitter=0.0), lease_s=LEASE_S, partitions=8,
-                                 lookahead_s=lookahead_s)
+                                 lookahead_s=lookahead_s, margin_s=margin_s)
         if assign:
             self.run(self.h.on_assign(list(range(8))))
 
@@ -395,6 +395,14 @@ def test_lookahead_dispatches_early_with_the_hosts_time_as_not_before(clock: Clo
     assert rig.tick(T0 + 1.19) == []  # more than lookahead_s ahead
     [r2] = rig.tick(T0 + 1.21)
     assert r2.url == "http://a.test/2" and r2.not_before == pytest.approx(T0 + 1.5, abs=0.002)
+
+
+def test_margin_is_added_to_the_fetchers_end_time(clock: Clock) -> None:
+    rig = Rig(clock, margin_s=0.05)
+    rig.url("http://a.test/1")
+    [r1] = rig.tick(T0)
+    rig.result(r1, T0 + 0.54, fetch_s=0.05, ended_at=T0 + 0.5)
+    assert rig.state.hosts[A].next_allowed_at == pytest.approx(T0 + 1.55, abs=0.002)
 
 
 def test_result_without_ended_at_times_the_delay_from_arrival(clock: Clock) -> None:

@@ -71,7 +71,7 @@ bench-core: venv
 bench-crawl: stack-up
 	$(VPY) -m pip install -q -r requirements-bench.txt
 	$(VPY) bench/crawl_bench.py --hosts 2000 --duration 180 --out docs/benchmarks-crawl.md
-	$(VPY) bench/crawl_bench.py --hosts 20 --profile deep --duration 150 --out docs/benchmarks-crawl-bound.md
+	$(VPY) bench/crawl_bench.py --hosts 20 --profile deep --duration 300 --out docs/benchmarks-crawl-bound.md
 
 clean: stack-down
 	rm -rf $(VENV) .stack

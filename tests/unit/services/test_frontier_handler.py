@@ -300,13 +300,18 @@ def test_stale_result_after_rebuild_does_not_free_a_live_persisted_lease(clock: 
     assert rig.tick(T0 + 10) == []
 
 
-def test_result_of_pre_restart_lease_completes_the_url(clock: Clock) -> None:
+def _rebuilt_with_live_lease(clock: Clock, url: str = "http://a.test/1") -> tuple[Rig, FakeCrawlState, FetchRequest]:
+    """A frontier rebuilt after a crash: `url` is queued and its pre-crash lease L1 is still live."""
     state = FakeCrawlState()
-    _persisted(state, "http://a.test/1")
-    state.hosts[A] = HostState(A, lease_id="L1", lease_url="http://a.test/1", lease_expires_at=T0 + 50)
+    _persisted(state, url)
+    state.hosts[A] = HostState(A, lease_id="L1", lease_url=url, lease_expires_at=T0 + 50)
     rig = Rig(clock, state)
-    req = FetchRequest(url="http://a.test/1", host=A, url_fp=url_fingerprint("http://a.test/1"),
-                       lease_id="L1", lease_expires_at=T0 + 50)
+    req = FetchRequest(url=url, host=A, url_fp=url_fingerprint(url), lease_id="L1", lease_expires_at=T0 + 50)
+    return rig, state, req
+
+
+def test_result_of_pre_restart_lease_completes_the_url(clock: Clock) -> None:
+    rig, state, req = _rebuilt_with_live_lease(clock)
     rig.result(req, T0 + 1)
     assert state.queue == {}
     assert rig.tick(T0 + 100) == []
@@ -316,12 +321,7 @@ def test_replayed_discovery_of_a_finished_url_leaves_no_durable_row(clock: Clock
     # Seen in CI after kill -9: the rebuilt queue held /1, its pre-restart lease's result finished it, then
     # dedup's replay re-emitted /1. Memory skipped it at dispatch but the re-written row stayed for ever,
     # so the durable queue never drained.
-    state = FakeCrawlState()
-    _persisted(state, "http://a.test/1")
-    state.hosts[A] = HostState(A, lease_id="L1", lease_url="http://a.test/1", lease_expires_at=T0 + 50)
-    rig = Rig(clock, state)
-    req = FetchRequest(url="http://a.test/1", host=A, url_fp=url_fingerprint("http://a.test/1"),
-                       lease_id="L1", lease_expires_at=T0 + 50)
+    rig, state, req = _rebuilt_with_live_lease(clock)
     rig.result(req, T0 + 1)
     rig.url("http://a.test/1", depth=1)  # the replayed discovery
     assert state.queue != {}
@@ -330,7 +330,9 @@ def test_replayed_discovery_of_a_finished_url_leaves_no_durable_row(clock: Clock
     assert rig.h.stats()["queued"] == 0
 
 
-def test_stale_lease_result_that_fetched_the_page_finishes_the_url(clock: Clock) -> None:
+def _live_lease_on_2_and_stale_request_for_1(clock: Clock) -> tuple[Rig, FakeCrawlState, FetchRequest]:
+    """Rebuilt after a crash: /1 and /2 queued, lease L2 (for /2) live, and a request for /1 under L0, a
+    lease from before the crash."""
     state = FakeCrawlState()
     _persisted(state, "http://a.test/1")
     _persisted(state, "http://a.test/2")
@@ -338,6 +340,11 @@ def test_stale_lease_result_that_fetched_the_page_finishes_the_url(clock: Clock)
     rig = Rig(clock, state)
     old = FetchRequest(url="http://a.test/1", host=A, url_fp=url_fingerprint("http://a.test/1"),
                        lease_id="L0", lease_expires_at=T0 - 10)
+    return rig, state, old
+
+
+def test_stale_lease_result_that_fetched_the_page_finishes_the_url(clock: Clock) -> None:
+    rig, state, old = _live_lease_on_2_and_stale_request_for_1(clock)
     rig.result(old, T0 + 1)  # fetched under a lease from before the crash
     req2 = FetchRequest(url="http://a.test/2", host=A, url_fp=url_fingerprint("http://a.test/2"),
                         lease_id="L2", lease_expires_at=T0 + 50)
@@ -368,13 +375,7 @@ def test_replayed_discovery_of_a_url_the_frontier_finished_is_dropped(clock: Clo
 
 @pytest.mark.parametrize("outcome", ["robots_fetched", "probe_fetched"])
 def test_stale_lease_result_that_fetched_no_page_keeps_the_url(clock: Clock, outcome: str) -> None:
-    state = FakeCrawlState()
-    _persisted(state, "http://a.test/1")
-    _persisted(state, "http://a.test/2")
-    state.hosts[A] = HostState(A, lease_id="L2", lease_url="http://a.test/2", lease_expires_at=T0 + 50)
-    rig = Rig(clock, state)
-    old = FetchRequest(url="http://a.test/1", host=A, url_fp=url_fingerprint("http://a.test/1"),
-                       lease_id="L0", lease_expires_at=T0 - 10)
+    rig, _, old = _live_lease_on_2_and_stale_request_for_1(clock)
     rig.result(old, T0 + 1, outcome=outcome, status=404)  # only robots.txt / the probe was requested
     req2 = FetchRequest(url="http://a.test/2", host=A, url_fp=url_fingerprint("http://a.test/2"),
                         lease_id="L2", lease_expires_at=T0 + 50)

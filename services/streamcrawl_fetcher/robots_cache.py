@@ -67,8 +67,6 @@ class RobotsCache:
         source = "memory"
         if rules is None:
             rules, source = await self._load(host), "cassandra"
-            if rules is not None:
-                self._remember(host, rules)
         else:
             self._mem.move_to_end(host)
         if rules is None or rules.needs_refetch(now):
@@ -101,7 +99,9 @@ class RobotsCache:
         """The host's soft-404 probe answer ("%016x" signature or NO_SOFT404), or None when the host has
         not been probed under its current robots.txt. Read from host_state once when not in memory."""
         value = self._soft404.get(host)
-        if value is None:
+        if value is None and host not in self._mem:
+            # Rules in memory came with their probe answer (_load) or were just fetched (no answer yet);
+            # only a host whose rules were evicted meanwhile needs the row.
             hs = await self.state.host_get(host)
             value = hs.soft404_signature if hs is not None else None
             if value is None or not _valid_soft404(value):
@@ -129,9 +129,14 @@ class RobotsCache:
             return None
         body = (hs.robots_body or "").encode("utf-8")
         try:
-            return RobotsRules.from_fetch(hs.robots_status, body, hs.robots_fetched_at, self.config)
+            rules = RobotsRules.from_fetch(hs.robots_status, body, hs.robots_fetched_at, self.config)
         except ValueError:  # a corrupt row: refetch rather than fail the request
             return None
+        self._remember(host, rules)
+        # The probe answer is in the same row: keep it now rather than read the row again in soft404().
+        if hs.soft404_signature is not None and _valid_soft404(hs.soft404_signature):
+            self._soft404[host] = hs.soft404_signature
+        return rules
 
     def _remember(self, host: str, rules: RobotsRules) -> None:
         self._mem[host] = rules

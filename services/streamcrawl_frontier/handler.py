@@ -65,6 +65,8 @@ class UrlMeta:
 #: are answers. The host's back-off (politeness) spaces the retries.
 RETRY_STATUSES = frozenset({429, 503})
 MAX_ATTEMPTS = 5
+#: Outcomes whose lease was spent on robots.txt or the soft-404 probe: the page itself is still to fetch.
+LEASE_WITHOUT_PAGE = frozenset({"robots_fetched", "probe_fetched"})
 
 
 class FrontierHandler:
@@ -220,7 +222,7 @@ class FrontierHandler:
             if res.host in self.leases:
                 # Another lease is live, so this result is stale for politeness; but the page was fetched,
                 # so the rebuilt queue's copy of it must not be fetched again.
-                if res.outcome not in ("robots_fetched", "probe_fetched") and not self._retryable(res):
+                if res.outcome not in LEASE_WITHOUT_PAGE and not self._retryable(res):
                     await self._finish_url(fr, part, res.host, res.url, res.url_fp)
                 return
             # done() on a host that is not in flight only ever pushes its timer later: a late result can
@@ -233,7 +235,7 @@ class FrontierHandler:
         # (also clears the lease in host_state)
         await self.state.host_put_politeness(res.host, nxt, level, res.fetch_s * 1000.0, res.crawl_delay_s)
         meta = self.meta.get(res.url)
-        if res.outcome in ("robots_fetched", "probe_fetched"):
+        if res.outcome in LEASE_WITHOUT_PAGE:
             # Only robots.txt (or the soft-404 probe) was requested under this lease: the page goes back.
             fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=now)
             if meta is None:

@@ -236,6 +236,13 @@ class CassandraCrawlState:
         rf.add_callbacks(ok, err)
         return await fut
 
+    async def _exec_unlogged(self, statements: list[tuple[Any, tuple[Any, ...]]]) -> None:
+        """Idempotent writes sent as one unlogged batch: one round trip, no batch log."""
+        batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+        for stmt, params in statements:
+            batch.add(stmt, params)
+        await self._exec(batch, ())
+
     # ---------------------------------------------------------------- frontier_queue
     async def queue_put(self, item: QueuedUrl) -> None:
         await self._exec(self._q_put, (item.part, item.host, item.url_fp, item.url, item.priority, item.kind,
@@ -247,10 +254,7 @@ class CassandraCrawlState:
     async def queue_finish(self, part: int, host: str, url_fp: int, now: float) -> None:
         """Drop the queue row and mark the URL done, in one unlogged batch (one round trip): both rows
         are idempotent, so a half-applied batch is repaired by the replayed result."""
-        batch = BatchStatement(batch_type=BatchType.UNLOGGED)
-        batch.add(self._q_del, (part, host, url_fp))
-        batch.add(self._u_done, (ts(now), host, url_fp))
-        await self._exec(batch, ())
+        await self._exec_unlogged([(self._q_del, (part, host, url_fp)), (self._u_done, (ts(now), host, url_fp))])
 
     async def queue_load(self, part: int) -> list[QueuedUrl]:
         rows = await self._exec(self._q_load, (part,))
@@ -313,10 +317,8 @@ class CassandraCrawlState:
             fp, url = urls[0]
             await self.url_insert_discovered(host, fp, url, depth, now, event_id)
             return
-        batch = BatchStatement(batch_type=BatchType.UNLOGGED)
-        for fp, url in urls:
-            batch.add(self._u_disc, (host, fp, url, depth, ts(now), event_id or None))
-        await self._exec(batch, ())
+        await self._exec_unlogged([(self._u_disc, (host, fp, url, depth, ts(now), event_id or None))
+                                   for fp, url in urls])
 
     async def url_put_fetch(self, st: UrlState) -> None:
         await self._exec(self._u_fetch, (st.url, st.depth, st.status, st.http_status, st.content_type,
@@ -348,10 +350,7 @@ class CassandraCrawlState:
 
     async def simhash_add(self, simhash: int, url: str) -> None:
         # One unlogged batch of the 4 block rows: one request instead of four (each row is idempotent).
-        batch = BatchStatement(batch_type=BatchType.UNLOGGED)
-        for b, v in _u16_blocks(simhash):
-            batch.add(self._s_put, (b, v, _signed(simhash), url))
-        await self._exec(batch, ())
+        await self._exec_unlogged([(self._s_put, (b, v, _signed(simhash), url)) for b, v in _u16_blocks(simhash)])
 
     # ---------------------------------------------------------------- due index
     async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None:

@@ -14,7 +14,7 @@ class FrontierSettings(StackSettings):
     discovery_share: float = 0.3
     dispatch_per_tick: int = 500
     max_leases: int = 1000           # outstanding fetch requests per frontier instance
-    politeness_margin_s: float = 0.05  # added to the fetcher's end-of-response time (see handler)
+    politeness_margin_s: float = 0.01  # added to the fetcher's end-of-response time (see handler)
     lookahead_s: float = 0.3         # dispatch this early; the fetcher waits for not_before (< its 5 s cap)
     metrics_port: int = 0            # 0 = no metrics HTTP server
     log_level: str = "INFO"

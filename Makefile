@@ -15,7 +15,7 @@ help:
 	@echo "make stack-up|stack-down|stack-status|stack-reset"
 	@echo "make lint           ruff + mypy + schema drift check"
 	@echo "make bench-core     core library benchmarks (docs/benchmarks.md)"
-	@echo "make bench-crawl    whole crawl vs Scrapy: 2,000 hosts (CPU-bound) and 20 deep hosts (politeness-bound)"
+	@echo "make bench-crawl    whole crawl vs Scrapy: 2,000 hosts (CPU-bound) and 10 deep hosts (politeness-bound)"
 
 # The venv is rebuilt when a requirements file changes.
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
@@ -70,8 +70,8 @@ bench-core: venv
 # tables and bucket on the local stack, and uses ports 8480/8553: run it when no other crawl uses them.
 bench-crawl: stack-up
 	$(VPY) -m pip install -q -r requirements-bench.txt
-	$(VPY) bench/crawl_bench.py --hosts 2000 --duration 180 --out docs/benchmarks-crawl.md
-	$(VPY) bench/crawl_bench.py --hosts 20 --profile deep --duration 300 --out docs/benchmarks-crawl-bound.md
+	$(VPY) bench/crawl_bench.py --hosts 2000 --duration 360 --out docs/benchmarks-crawl.md
+	$(VPY) bench/crawl_bench.py --hosts 10 --profile deep --duration 300 --out docs/benchmarks-crawl-bound.md
 
 clean: stack-down
 	rm -rf $(VENV) .stack

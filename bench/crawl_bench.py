@@ -1,6 +1,6 @@
 """Whole-crawl benchmark: streamcrawl vs Scrapy, equally polite, on the same synthetic web (``make bench-crawl``).
 
-    .venv/bin/python bench/crawl_bench.py --hosts 2000 --duration 180 --out docs/benchmarks-crawl.md
+    .venv/bin/python bench/crawl_bench.py --hosts 2000 --duration 360 --out docs/benchmarks-crawl.md
 
 Each side gets a FRESH synthetic web process (same hosts, same seed, same ports, its own request log),
 one side after the other, never both at once:

@@ -1,5 +1,8 @@
 """FetchRequest → FetchResult: lease check, DNS, robots, soft-404 probe, conditional GET, body to the blob store.
 
+A fetched body is written to the blob store before its result is emitted; when its stored (gzip) form is
+at most `FetchPolicy.inline_body_max_bytes` it is also carried in the result (`body_gz`) for the parser.
+
 Outcomes that need no page request: lease_expired, dns_error, robots_unavailable, robots_disallowed and
 robots_fetched (robots.txt was not cached, so this lease was spent fetching it; the frontier re-queues).
 With `status` on robots_* results = the robots.txt status when it was fetched for this request.
@@ -42,6 +45,7 @@ from streamcrawl_runtime.kafka_loop import Output, Record, StatelessHandler
 from streamcrawl_fetcher.dns import AddressNotAllowed, DnsError
 from streamcrawl_fetcher.fetch import HttpFetcher, HttpResponse, NetworkError
 from streamcrawl_fetcher.robots_cache import NO_SOFT404, RobotsCache
+from streamcrawl_fetcher.settings import DEFAULT_INLINE_BODY_MAX_BYTES
 
 log = logging.getLogger("streamcrawl.fetcher")
 
@@ -51,6 +55,9 @@ FETCH_SECONDS = Histogram("streamcrawl_fetcher_fetch_seconds", "Page request wal
                           buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120))
 BODY_BYTES = Counter("streamcrawl_fetcher_body_bytes", "Decoded body bytes downloaded")
 STORED_BYTES = Counter("streamcrawl_fetcher_stored_bytes", "Body bytes newly written to the blob store")
+INLINE_BODIES = Counter("streamcrawl_fetcher_inline_bodies",
+                        "Fetched bodies carried in the FetchResult (inline) or left to S3 only (over the cap)",
+                        ["where"])
 SOFT404 = Counter("streamcrawl_fetcher_soft404", "Pages classified as soft 404s (not stored, not parsed)")
 SOFT404_PROBES = Counter("streamcrawl_fetcher_soft404_probes",
                          "Soft-404 probe answers: signature, none (no soft 404s) or disallowed (not probed)",
@@ -60,6 +67,7 @@ SOFT404_PROBES = Counter("streamcrawl_fetcher_soft404_probes",
 @dataclass(frozen=True)
 class FetchPolicy:
     max_body_bytes: int = 10 * 1024 * 1024
+    inline_body_max_bytes: int = DEFAULT_INLINE_BODY_MAX_BYTES  # stored (gzip) size; 0 = never inline
     robots_max_bytes: int = 500 * 1024
     robots_max_redirects: int = 5
     max_early_s: float = 5.0  # the longest wait for a request's not_before (the frontier uses ~0.3 s)
@@ -261,11 +269,15 @@ class FetcherHandler(StatelessHandler):
                     # The host's "not found" page served with 200: nothing to store, parse or publish.
                     SOFT404.inc()
                     return result("soft_404", content_length=len(resp.body), truncated=resp.truncated, **common)
-            digest, key, new = await asyncio.to_thread(self.blobs.put_page, resp.body)
-            if new:
+            # Stored before the result is emitted: a fetched result (and page_fetched) promises the blob.
+            stored = await asyncio.to_thread(self.blobs.store_page, resp.body)
+            if stored.new:
                 STORED_BYTES.inc(len(resp.body))
-            return result("fetched", content_hash=digest, storage_key=key, content_length=len(resp.body),
-                          truncated=resp.truncated, **common)
+            # A small body also rides along in the result, so the parser need not read it back.
+            inline = stored.data if len(stored.data) <= self.policy.inline_body_max_bytes else None
+            INLINE_BODIES.labels("inline" if inline is not None else "s3_only").inc()
+            return result("fetched", content_hash=stored.content_hash, storage_key=stored.key,
+                          content_length=len(resp.body), truncated=resp.truncated, body_gz=inline, **common)
         retry_after = None
         if resp.status in (429, 503):
             retry_after = parse_retry_after(h.get("retry-after"), self.clock())

@@ -1,4 +1,5 @@
-"""FetchResult.body_gz: bytes in Python, base64 in the JSON that travels on Kafka; optional."""
+"""FetchResult.body_gz: bytes in Python, base64 in the JSON that travels on Kafka; optional, and small
+enough at the fetcher's cap (and at the ceiling the settings accept) for Kafka's default 1 MB limit."""
 
 from __future__ import annotations
 
@@ -9,8 +10,12 @@ import time
 
 import pytest
 from pydantic import ValidationError
-from streamcrawl_contracts.messages import FetchResult
+from streamcrawl_contracts.messages import DeadLetter, FetchResult
+from streamcrawl_fetcher.settings import DEFAULT_INLINE_BODY_MAX_BYTES, INLINE_BODY_LIMIT
 from streamcrawl_runtime.blobstore import decode_page, encode_page
+
+#: librdkafka's default message.max.bytes (the producer refuses larger records); brokers default to 1 MiB.
+KAFKA_MAX_MESSAGE = 1_000_000
 
 
 def _result(body_gz: bytes | None, **kw: object) -> FetchResult:
@@ -67,3 +72,20 @@ def test_invalid_base64_is_undecodable() -> None:
 
 def test_body_is_left_out_of_repr() -> None:
     assert "body_gz" not in repr(_result(b"x" * 1000))
+
+
+@pytest.mark.parametrize("cap", [DEFAULT_INLINE_BODY_MAX_BYTES, INLINE_BODY_LIMIT])
+def test_worst_case_message_fits_kafka_default_limit(cap: int) -> None:
+    """A body exactly at the cap (incompressible) with long text fields everywhere: the record, and the
+    dead letter that would carry it base64-encoded again, stay under the default 1 MB."""
+    long = "x" * 8192
+    msg = _result(os.urandom(cap), url="http://site.test/" + long, error=long[:300], etag=long, last_modified=long,
+                  x_robots_tag=long, content_type="text/html; " + long)
+    raw = msg.model_dump_json().encode()
+    assert len(raw) < cap * 4 / 3 + 60_000
+    assert len(raw) < 0.6 * KAFKA_MAX_MESSAGE
+    assert FetchResult.model_validate_json(raw) == msg
+    dead = DeadLetter(service="parser", source_topic="streamcrawl.fetch_results", partition=7, offset=1 << 40,
+                      key="site.test", payload_b64=base64.b64encode(raw).decode(), reason="r" * 1000,
+                      error_type="BadGzipFile")
+    assert len(dead.model_dump_json().encode()) < 0.8 * KAFKA_MAX_MESSAGE

@@ -16,7 +16,7 @@ from streamcrawl_core.simhash import to_signed64
 from streamcrawl_core.traps import TrapConfig
 from streamcrawl_dedup.handler import DedupHandler
 from streamcrawl_dedup.seen import SeenSet, offset_key, snapshot_key
-from streamcrawl_runtime.blobstore import MemoryBlobStore
+from streamcrawl_runtime.blobstore import MemoryBlobStore, encode_page
 from streamcrawl_runtime.crawl_state import HostState
 from streamcrawl_runtime.errors import PoisonMessage
 from streamcrawl_runtime.kafka_loop import Output, Record
@@ -317,6 +317,22 @@ def test_fetched_outcome_is_left_to_the_parsed_topic(outcome: str) -> None:
     """fetched: the parsed topic records it; probe_fetched: the page was not requested (it is re-queued)."""
     rig = Rig()
     assert rig.run(rig.h.handle(rec("a.test"), _result("http://a.test/p", outcome, status=200))) == []
+    assert rig.state.urls == {}
+
+
+def test_fetched_result_carrying_its_body_is_ignored_like_any_fetched_result() -> None:
+    """The body inline in a FetchResult (body_gz) is the parser's: dedup neither needs nor reads it."""
+
+    class NoReads(MemoryBlobStore):
+        def get_page(self, key: str) -> bytes:
+            raise AssertionError("dedup read a page body")
+
+    rig = Rig(blobs=NoReads())
+    wire = _result("http://a.test/p", "fetched", status=200, content_hash="h1", storage_key="pages/h1.gz",
+                   body_gz=encode_page(b"<p>x</p>" * 50)).model_dump_json()
+    res = FetchResult.model_validate_json(wire)
+    assert res.body_gz is not None
+    assert rig.run(rig.h.handle(rec("a.test"), res)) == []
     assert rig.state.urls == {}
 
 

@@ -17,6 +17,7 @@ from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.partition import partition_for
 from streamcrawl_core.politeness import PolitenessConfig
 from streamcrawl_frontier.handler import MAX_ATTEMPTS, FrontierHandler
+from streamcrawl_runtime.blobstore import encode_page
 from streamcrawl_runtime.crawl_state import HostState, QueuedUrl
 from streamcrawl_runtime.errors import PoisonMessage, TransientError
 from streamcrawl_runtime.kafka_loop import Output, Record
@@ -173,6 +174,22 @@ def test_one_lease_per_host_until_its_result(clock: Clock) -> None:
     assert nxt.url == "http://a.test/2" and nxt.lease_id != ra.lease_id
     assert rig.state.hosts[A].lease_id == nxt.lease_id
     assert (part(A), A, ra.url_fp) not in rig.state.queue  # done: the queue row is gone
+
+
+def test_result_carrying_its_body_frees_the_host_like_any_result(clock: Clock) -> None:
+    """body_gz (the page inline, for the parser) changes nothing for the frontier."""
+    seen = []
+    for body_gz in (None, encode_page(b"<p>x</p>" * 50)):
+        clock.t = T0
+        rig = Rig(clock)
+        rig.url("http://a.test/1")
+        rig.url("http://a.test/2")
+        [r1] = rig.tick(T0)
+        rig.result(r1, T0 + 2, body_gz=body_gz)
+        hs = rig.state.hosts[A]
+        seen.append((hs.lease_id, hs.next_allowed_at, sorted(rig.state.queue)))
+        assert [r.url for r in rig.tick(T0 + 3)] == ["http://a.test/2"]
+    assert seen[0] == seen[1]
 
 
 @pytest.mark.parametrize("fetch_s,crawl_delay,wait", [(0.01, None, 1.0), (0.5, None, 5.0), (0.2, 8.0, 8.0)])

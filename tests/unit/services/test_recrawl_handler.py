@@ -12,6 +12,7 @@ from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.partition import partition_for
 from streamcrawl_core.recrawl import RecrawlConfig
 from streamcrawl_recrawl.handler import RecrawlHandler
+from streamcrawl_runtime.blobstore import encode_page
 from streamcrawl_runtime.errors import PoisonMessage
 from streamcrawl_runtime.kafka_loop import Record
 
@@ -68,6 +69,19 @@ def test_first_fetch_files_the_initial_interval() -> None:
     st = rig.sched()
     assert (st.change_interval_s, st.next_visit_at, st.sched_hash, st.change_count) == (DAY, T0 + DAY, "h1", 0)
     assert rig.due_of() == [T0 + DAY]
+
+
+def test_result_carrying_its_body_is_scheduled_like_any_result() -> None:
+    """body_gz (the page inline, for the parser) changes nothing for the recrawl scheduler."""
+    seen = []
+    for body_gz in (None, encode_page(b"<p>x</p>" * 50)):
+        rig = Rig()
+        res = FetchResult(url=URL, host=host_of(URL), url_fp=FP, lease_id="L", outcome="fetched", status=200,
+                          started_at=T0, content_hash="h1", body_gz=body_gz)
+        assert rig.run(rig.h.handle(Record("t", partition_for(host_of(URL), 8), 0, host_of(URL), b""), res)) == []
+        st = rig.sched()
+        seen.append((st.change_interval_s, st.next_visit_at, st.sched_hash, rig.due_of()))
+    assert seen[0] == seen[1] == (DAY, T0 + DAY, "h1", [T0 + DAY])
 
 
 @pytest.mark.parametrize("outcome,content_hash", [("fetched", "h1"), ("not_modified", None)])

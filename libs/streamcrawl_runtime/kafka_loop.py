@@ -57,6 +57,10 @@ class Record:
     offset: int
     key: str | None
     value: bytes
+    # True when the record was produced after this process was assigned its partition, so no other
+    # instance (a crashed or revoked previous owner) can have handled it before; False = maybe a replay.
+    # Lets a handler skip a replay check for new records. Unknown (no watermark) counts as False.
+    fresh: bool = False
 
 
 class Handler(Protocol):
@@ -148,6 +152,7 @@ class RunLoop:
             **config.consumer_overrides,
         })
         self._offsets: dict[tuple[str, int], _PartitionOffsets] = defaultdict(_PartitionOffsets)
+        self._fresh_from: dict[tuple[str, int], int] = {}  # (topic, partition) → log end when assigned
         self._key_chains: dict[tuple[int, str | None], deque[Record]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = False
@@ -226,6 +231,23 @@ class RunLoop:
         self._assigned = list(partitions)
         self._pending_assign.extend(sorted({p.partition for p in partitions}))
         self._paused = False
+        self._note_fresh_from(consumer, partitions)
+
+    def _note_fresh_from(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Remember each new partition's log end: records from there on were produced after this
+        assignment. Eager assignment revokes every previous owner first (a dead one is only replaced
+        after its session timed out), so any record another instance may have handled lies below it.
+        A failed lookup leaves the partition without a mark: its records all count as maybe-replays."""
+        for tp in partitions:
+            try:
+                _low, high = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition),
+                                                            timeout=5.0, cached=False)
+            except Exception as exc:
+                log.warning("watermark lookup failed", extra={"topic": tp.topic, "partition": tp.partition,
+                                                              "error": str(exc)[:200]})
+                self._fresh_from.pop((tp.topic, tp.partition), None)
+                continue
+            self._fresh_from[(tp.topic, tp.partition)] = high
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Commit what is done before the partitions move, then forget their trackers: the new owner
@@ -236,6 +258,7 @@ class RunLoop:
             log.warning("commit on revoke failed", exc_info=True)
         for tp in partitions:
             self._offsets.pop((tp.topic, tp.partition), None)
+            self._fresh_from.pop((tp.topic, tp.partition), None)
         self._pending_revoke.extend(sorted({p.partition for p in partitions}))
         self._assigned = [tp for tp in self._assigned if tp not in partitions]
 
@@ -267,8 +290,10 @@ class RunLoop:
                 log.warning("consumer error", extra={"error": str(err)})
             return
         key = msg.key()
-        rec = Record(msg.topic() or "", msg.partition() or 0, msg.offset() or 0,
-                     key.decode("utf-8", "replace") if isinstance(key, bytes) else key, msg.value() or b"")
+        topic, part, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
+        fresh_from = self._fresh_from.get((topic, part))
+        rec = Record(topic, part, offset, key.decode("utf-8", "replace") if isinstance(key, bytes) else key,
+                     msg.value() or b"", fresh=fresh_from is not None and offset >= fresh_from)
         self._offsets[(rec.topic, rec.partition)].start(rec.offset)
         chain_key = (rec.partition, rec.key)
         chain = self._key_chains.get(chain_key)

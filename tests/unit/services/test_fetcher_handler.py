@@ -369,6 +369,31 @@ def test_replayed_request_with_a_superseded_lease_is_not_fetched(rig: Rig) -> No
     assert out.value.outcome == "lease_expired" and len(rig.web.pages()) == before
 
 
+def test_fresh_request_skips_the_lease_read(rig: Rig) -> None:
+    """A request produced after the fetcher took its partition cannot be a replay: no lease read. One
+    that may be a replay (fresh=False, the default) still reads it."""
+    rig.allow_all()
+    rig.web.routes["/x"] = Reply(200, b"body")
+    rig.run(rig.request("/x"))  # robots.txt and the soft-404 probe are done; the host is ready
+    reads: list[str] = []
+
+    async def lease(host: str) -> str | None:
+        reads.append(host)
+        return None  # would fence any request
+
+    rig.state.host_lease = lease  # type: ignore[method-assign]
+
+    async def go(req: FetchRequest, fresh: bool) -> Sequence[Output]:
+        return await rig.handler.handle(Record("t", 0, 0, req.host, b"", fresh=fresh), req)
+
+    rig.http.client = make_client(16)
+    [out] = asyncio.run(go(rig.request("/x"), True))
+    assert out.value.outcome == "fetched" and reads == []
+    rig.http.client = make_client(16)
+    [out] = asyncio.run(go(rig.request("/x"), False))
+    assert out.value.outcome == "lease_expired" and len(reads) == 1
+
+
 # ------------------------------------------------------------------ soft 404s
 
 SOFT404_PAGE = ("<html><head><title>Oops</title></head><body><h1>Sorry</h1>"

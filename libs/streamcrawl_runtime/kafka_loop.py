@@ -154,6 +154,7 @@ class RunLoop:
         self._offsets: dict[tuple[str, int], _PartitionOffsets] = defaultdict(_PartitionOffsets)
         self._fresh_from: dict[tuple[str, int], int] = {}  # (topic, partition) → log end when assigned
         self._key_chains: dict[tuple[int, str | None], deque[Record]] = {}
+        self._waiting = 0  # records queued behind a key that is being handled (sum of the chains' lengths)
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = False
         self._paused = False
@@ -210,7 +211,7 @@ class RunLoop:
                 if now - last_stats >= 30.0:  # a heartbeat that shows a stuck or saturated loop at a glance
                     last_stats = now
                     log.info("loop", extra={"in_flight": len(self._tasks), "handled": self.handled,
-                                            "waiting_on_key": sum(len(c) for c in self._key_chains.values()),
+                                            "waiting_on_key": self._waiting,
                                             "paused": self._paused, "assigned": len(self._assigned)})
                 await asyncio.sleep(0 if msgs else (0.005 if busy else 0.01))
             log.info("draining", extra={"in_flight": len(self._tasks)})
@@ -271,7 +272,9 @@ class RunLoop:
             await self.handler.on_assign(sorted(set(assigned)))
 
     def _backpressure(self) -> None:
-        n = len(self._tasks) + sum(len(c) for c in self._key_chains.values())
+        # Counted, not summed over the chains: this runs on every pass of the loop, and a fetcher
+        # holds a chain per host it is working on.
+        n = len(self._tasks) + self._waiting
         IN_FLIGHT.labels(self.cfg.service).set(n)
         if not self._paused and n >= self.cfg.max_in_flight and self._assigned:
             self.consumer.pause(self._assigned)
@@ -299,6 +302,7 @@ class RunLoop:
         chain = self._key_chains.get(chain_key)
         if chain is not None:  # same key already being handled: keep offset order
             chain.append(rec)
+            self._waiting += 1
             return
         self._key_chains[chain_key] = deque()
         self._spawn(rec)
@@ -318,6 +322,7 @@ class RunLoop:
             chain_key = (rec.partition, rec.key)
             chain = self._key_chains.get(chain_key)
             if chain:
+                self._waiting -= 1
                 self._spawn(chain.popleft())
             else:
                 self._key_chains.pop(chain_key, None)

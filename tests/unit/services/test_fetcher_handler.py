@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import ipaddress
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -14,7 +15,7 @@ from streamcrawl_contracts.messages import FetchRequest, FetchResult
 from streamcrawl_contracts.topics import FETCH_RESULTS
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.robots import RobotsConfig
-from streamcrawl_fetcher.dns import DnsError, Resolver, parse_networks
+from streamcrawl_fetcher.dns import AddressNotAllowed, DnsError, Resolver, parse_networks
 from streamcrawl_fetcher.fetch import HttpFetcher, make_client
 from streamcrawl_fetcher.handler import FetcherHandler, FetchPolicy
 from streamcrawl_fetcher.robots_cache import RobotsCache
@@ -328,6 +329,24 @@ def test_robots_persist_failure_does_not_fail_the_lease(rig: Rig) -> None:
     assert rig.run(rig.request("/p")).outcome == "robots_fetched"
     assert rig.run(rig.request("/p")).outcome == "probe_fetched"
     assert rig.run(rig.request("/p")).outcome == "fetched"  # rules kept in memory
+
+
+def test_literals_and_allowed_networks(dns_server: TinyDNS) -> None:
+    """Address literals skip DNS and are checked against allowed_networks every time (the memo of allowed
+    addresses never lets an outside one through); a name that starts with a digit is still a name."""
+    dns_server.records.setdefault("1digit.test", "127.0.0.1")
+    resolver = Resolver("127.0.0.1", dns_server.port, 1.0, allowed_networks=(ipaddress.ip_network("127.0.0.0/8"),))
+
+    async def go() -> None:
+        for _ in range(2):
+            assert await resolver.resolve("127.0.0.9") == "127.0.0.9"
+            assert await resolver.resolve("1digit.test") == "127.0.0.1"
+            for outside in ("10.0.0.1", "[::1]"):
+                with pytest.raises(AddressNotAllowed):
+                    await resolver.resolve(outside)
+
+    asyncio.run(go())
+    assert dns_server.queries.count("1digit.test") == 1
 
 
 def test_dns_positive_and_negative_answers_are_cached(dns_server: TinyDNS) -> None:

@@ -159,7 +159,6 @@ def _signed(u: int) -> int:
 class CassandraCrawlState:
     def __init__(self, session: Session) -> None:
         self.s = session
-        self.timeout_s = float(session.default_timeout or 20.0)  # per statement, paging included
         p = session.prepare
         self._q_put = p("INSERT INTO frontier_queue (part, host, url_fp, url, priority, kind, not_before, depth,"
                         " enqueued_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
@@ -207,10 +206,7 @@ class CassandraCrawlState:
         fut: asyncio.Future[list[Any]] = loop.create_future()
         rows: list[Any] = []
         try:
-            # timeout=None: the driver would arm a timer on its reactor thread for every request (and wake
-            # that thread to do it): ~25% of its CPU per statement here. The deadline is kept below, on
-            # the asyncio loop, where a timer costs a heap push.
-            rf: ResponseFuture = self.s.execute_async(stmt, params, timeout=None)
+            rf: ResponseFuture = self.s.execute_async(stmt, params)
         except Exception as exc:
             raise TransientError(f"cassandra: {exc!r}") from exc
 
@@ -237,15 +233,8 @@ class CassandraCrawlState:
             wrapped = TransientError(f"cassandra: {exc!r}") if is_transient(exc) else exc
             loop.call_soon_threadsafe(settle, None, wrapped)
 
-        def timed_out() -> None:
-            settle(None, TransientError(f"cassandra: no answer within {self.timeout_s:g} s"))
-
         rf.add_callbacks(ok, err)
-        deadline = loop.call_later(self.timeout_s, timed_out)
-        try:
-            return await fut
-        finally:
-            deadline.cancel()
+        return await fut
 
     async def _exec_unlogged(self, statements: list[tuple[Any, tuple[Any, ...]]]) -> None:
         """Idempotent writes sent as one unlogged batch: one round trip, no batch log."""

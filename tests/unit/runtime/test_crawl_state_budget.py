@@ -31,8 +31,6 @@ class Prepared(str):
 class FakeSession:
     """prepare() returns the CQL text itself; execute_async logs (cql, params) and answers canned rows."""
 
-    default_timeout = 20.0
-
     def __init__(self) -> None:
         self.executed: list[tuple[str, tuple[Any, ...]]] = []
         self.rows: dict[str, list[Any]] = {}
@@ -40,7 +38,7 @@ class FakeSession:
     def prepare(self, cql: str) -> Prepared:
         return Prepared(cql)
 
-    def execute_async(self, stmt: str, params: tuple[Any, ...], **_kw: Any) -> FakeResponse:
+    def execute_async(self, stmt: str, params: tuple[Any, ...]) -> FakeResponse:
         self.executed.append((stmt, params))
         return FakeResponse(self.rows.get(stmt, []))
 

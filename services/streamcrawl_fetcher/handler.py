@@ -88,7 +88,7 @@ class FetcherHandler(StatelessHandler):
     async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
         if not isinstance(message, FetchRequest):
             return ()
-        result = await self.fetch(message)
+        result = await self.fetch(message, maybe_replay=not record.fresh)
         RESULTS.labels(result.outcome).inc()
         log.info("fetched", extra={"url": message.url, "outcome": result.outcome, "status": result.status,
                                    "fetch_s": round(result.fetch_s, 3)})
@@ -96,7 +96,9 @@ class FetcherHandler(StatelessHandler):
 
     # ------------------------------------------------------------------ the fetch
 
-    async def fetch(self, req: FetchRequest) -> FetchResult:
+    async def fetch(self, req: FetchRequest, maybe_replay: bool = True) -> FetchResult:
+        """Fetch under ``req``'s lease. ``maybe_replay=False`` (a request produced after this process
+        took its partition: no other instance can have fetched it) skips the lease read."""
         started = self.clock()
 
         async def turn() -> None:
@@ -122,11 +124,12 @@ class FetcherHandler(StatelessHandler):
             # Far too early (a clock jump, a bogus message): parking the host's key that long would stall
             # it, and sending now would break politeness. No request: the frontier re-queues the URL.
             return result("lease_expired", error=f"dispatched {req.not_before - started:.1f}s ahead of its time")
-        if await self.state.host_lease(req.host) != req.lease_id:
+        if maybe_replay and await self.state.host_lease(req.host) != req.lease_id:
             # Fencing: the frontier persists every lease before it sends the request and clears it when the
             # result arrives. A request replayed after a crash (at-least-once) whose lease is no longer the
             # host's current one was already done or superseded; fetching it again could land right next
-            # to the current lease's request.
+            # to the current lease's request. Only a record that may be a replay pays this read: one
+            # produced after this process took its partition (Record.fresh) was handled nowhere else.
             return result("lease_expired", error="lease superseded (replayed request)")
         try:
             url = normalize(req.url)

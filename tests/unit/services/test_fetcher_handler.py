@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import ipaddress
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -15,7 +16,7 @@ from streamcrawl_contracts.messages import FetchRequest, FetchResult, ParsedPage
 from streamcrawl_contracts.topics import FETCH_RESULTS
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.robots import RobotsConfig
-from streamcrawl_fetcher.dns import DnsError, Resolver, parse_networks
+from streamcrawl_fetcher.dns import AddressNotAllowed, DnsError, Resolver, parse_networks
 from streamcrawl_fetcher.fetch import HttpFetcher, make_client
 from streamcrawl_fetcher.handler import FetcherHandler, FetchPolicy
 from streamcrawl_fetcher.main import build_handler
@@ -441,6 +442,24 @@ def test_robots_persist_failure_does_not_fail_the_lease(rig: Rig) -> None:
     assert rig.run(rig.request("/p")).outcome == "fetched"  # rules kept in memory
 
 
+def test_literals_and_allowed_networks(dns_server: TinyDNS) -> None:
+    """Address literals skip DNS and are checked against allowed_networks every time (the memo of allowed
+    addresses never lets an outside one through); a name that starts with a digit is still a name."""
+    dns_server.records.setdefault("1digit.test", "127.0.0.1")
+    resolver = Resolver("127.0.0.1", dns_server.port, 1.0, allowed_networks=(ipaddress.ip_network("127.0.0.0/8"),))
+
+    async def go() -> None:
+        for _ in range(2):
+            assert await resolver.resolve("127.0.0.9") == "127.0.0.9"
+            assert await resolver.resolve("1digit.test") == "127.0.0.1"
+            for outside in ("10.0.0.1", "[::1]"):
+                with pytest.raises(AddressNotAllowed):
+                    await resolver.resolve(outside)
+
+    asyncio.run(go())
+    assert dns_server.queries.count("1digit.test") == 1
+
+
 def test_dns_positive_and_negative_answers_are_cached(dns_server: TinyDNS) -> None:
     resolver = Resolver("127.0.0.1", dns_server.port, 1.0)
     before = list(dns_server.queries)  # the server is shared by the module's tests
@@ -478,6 +497,31 @@ def test_replayed_request_with_a_superseded_lease_is_not_fetched(rig: Rig) -> No
     rig.http.client = make_client(16)
     [out] = asyncio.run(go())
     assert out.value.outcome == "lease_expired" and len(rig.web.pages()) == before
+
+
+def test_fresh_request_skips_the_lease_read(rig: Rig) -> None:
+    """A request produced after the fetcher took its partition cannot be a replay: no lease read. One
+    that may be a replay (fresh=False, the default) still reads it."""
+    rig.allow_all()
+    rig.web.routes["/x"] = Reply(200, b"body")
+    rig.run(rig.request("/x"))  # robots.txt and the soft-404 probe are done; the host is ready
+    reads: list[str] = []
+
+    async def lease(host: str) -> str | None:
+        reads.append(host)
+        return None  # would fence any request
+
+    rig.state.host_lease = lease  # type: ignore[method-assign]
+
+    async def go(req: FetchRequest, fresh: bool) -> Sequence[Output]:
+        return await rig.handler.handle(Record("t", 0, 0, req.host, b"", fresh=fresh), req)
+
+    rig.http.client = make_client(16)
+    [out] = asyncio.run(go(rig.request("/x"), True))
+    assert out.value.outcome == "fetched" and reads == []
+    rig.http.client = make_client(16)
+    [out] = asyncio.run(go(rig.request("/x"), False))
+    assert out.value.outcome == "lease_expired" and len(reads) == 1
 
 
 # ------------------------------------------------------------------ soft 404s

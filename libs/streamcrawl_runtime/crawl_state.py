@@ -118,7 +118,9 @@ class CrawlState(Protocol):
                                change_count: int, last_changed_at: float | None,
                                sched_hash: str | None) -> None: ...
     async def content_claim(self, content_hash: str, url: str, storage_key: str, now: float) -> str: ...
-    async def simhash_candidates(self, simhash: int) -> list[tuple[int, str]]: ...
+    async def simhash_candidates(self, simhash: int) -> list[tuple[int, str]]:
+        """Distinct (signed simhash, url) pairs of simhash_blocks rows near ``simhash``: a superset of the
+        pages sharing a 16-bit block with it (see _candidate_keys), so callers check the Hamming distance."""
     async def simhash_add(self, simhash: int, url: str) -> None: ...
     async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None: ...
     async def due_range(self, start: float, end: float, limit: int) -> list[DueRow]: ...
@@ -149,6 +151,15 @@ class DueRow(NamedTuple):
 def _u16_blocks(simhash: int) -> list[tuple[int, int]]:
     u = simhash & 0xFFFFFFFFFFFFFFFF
     return [(b, (u >> (16 * b)) & 0xFFFF) for b in range(4)]
+
+
+def _candidate_keys(simhash: int) -> tuple[list[int], list[int]]:
+    """The IN lists of the one near-duplicate read: every block number and the fingerprint's distinct
+    block values. Their cartesian product holds the 4 partitions that matter, (b, value of block b), plus
+    up to 12 that do not (block b with another block's value): CQL has no IN on (block, value) pairs of a
+    partition key, so the read returns a superset and the caller's Hamming check decides."""
+    blocks = _u16_blocks(simhash)
+    return [b for b, _ in blocks], sorted({v for _, v in blocks})
 
 
 def _signed(u: int) -> int:
@@ -191,7 +202,8 @@ class CassandraCrawlState:
         self._c_claim = p("INSERT INTO content_index (content_hash, canonical_url, storage_key, first_seen)"
                           " VALUES (?, ?, ?, ?) IF NOT EXISTS")
         self._c_get = p("SELECT canonical_url FROM content_index WHERE content_hash = ?")
-        self._s_get = p("SELECT simhash, url FROM simhash_blocks WHERE block = ? AND value = ?")
+        # One read for the 4 block partitions (see _candidate_keys: it returns a superset).
+        self._s_get = p("SELECT simhash, url FROM simhash_blocks WHERE block IN ? AND value IN ?")
         self._s_put = p("INSERT INTO simhash_blocks (block, value, simhash, url) VALUES (?, ?, ?, ?)")
         self._d_put = p("INSERT INTO due_index (bucket, next_visit_at, host, url_fp, url, depth)"
                         " VALUES (?, ?, ?, ?, ?, ?)")
@@ -341,12 +353,10 @@ class CassandraCrawlState:
         return url
 
     async def simhash_candidates(self, simhash: int) -> list[tuple[int, str]]:
-        results = await asyncio.gather(*(self._exec(self._s_get, (b, v)) for b, v in _u16_blocks(simhash)))
-        seen: dict[str, int] = {}
-        for rows in results:
-            for r in rows:
-                seen[r.url] = r.simhash
-        return [(fp, url) for url, fp in seen.items()]
+        rows = await self._exec(self._s_get, _candidate_keys(simhash))
+        # Every distinct (simhash, url): a page that changed has a row per fingerprint it had, and
+        # keeping one per URL could drop the one within distance.
+        return list(dict.fromkeys((r.simhash, r.url) for r in rows))
 
     async def simhash_add(self, simhash: int, url: str) -> None:
         # One unlogged batch of the 4 block rows: one request instead of four (each row is idempotent).

@@ -306,6 +306,8 @@ class DedupHandler:
     async def _near_duplicate(self, page: ParsedPage) -> str | None:
         assert page.simhash is not None
         fp = from_signed64(page.simhash)
+        # The candidates are a superset (one IN read over block numbers × block values also returns e.g. a
+        # page whose block 0 equals this page's block 1): only the Hamming distance below makes a duplicate.
         for other_fp, other_url in await self.state.simhash_candidates(page.simhash):
             if other_url != page.url and hamming(fp, from_signed64(other_fp)) <= self.simhash_distance:
                 return other_url

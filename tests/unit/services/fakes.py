@@ -26,6 +26,7 @@ from streamcrawl_runtime.crawl_state import (  # the adapter's own block layout
     HostState,
     QueuedUrl,
     UrlState,
+    _candidate_keys,
     _signed,
     _u16_blocks,
 )
@@ -47,7 +48,8 @@ class FakeCrawlState:
         self.robots_writes = 0
         self.queue: dict[tuple[int, str, int], QueuedUrl] = {}
         self.content: dict[str, str] = {}  # content_hash -> canonical url
-        self.simhash_blocks: dict[tuple[int, int], dict[str, int]] = {}  # (block, value) -> url -> signed fp
+        # (block, value) -> {(signed fp, url)}: the table's clustering key, so a URL keeps a row per fingerprint
+        self.simhash_blocks: dict[tuple[int, int], dict[tuple[int, str], None]] = {}
         self.due: dict[tuple[float, str, int], str] = {}  # (next_visit_at, host, url_fp) -> url
         self.due_depth: dict[tuple[float, str, int], int] = {}
         self.overrides: dict[str, HostOverrideRow] = {}
@@ -154,14 +156,18 @@ class FakeCrawlState:
         return self.content.setdefault(content_hash, url)
 
     async def simhash_candidates(self, simhash: int) -> list[tuple[int, str]]:
-        seen: dict[str, int] = {}
-        for key in _u16_blocks(simhash):
-            seen.update(self.simhash_blocks.get(key, {}))
-        return [(fp, url) for url, fp in seen.items()]
+        # Like the CQL read (block IN ? AND value IN ?): the cartesian product of the IN lists, a superset.
+        blocks, values = _candidate_keys(simhash)
+        found: dict[tuple[int, str], None] = {}
+        for b in blocks:
+            for v in values:
+                found.update(self.simhash_blocks.get((b, v), {}))
+        return list(found)
 
     async def simhash_add(self, simhash: int, url: str) -> None:
+        self.calls.append(("simhash_add", simhash, url))
         for key in _u16_blocks(simhash):
-            self.simhash_blocks.setdefault(key, {})[url] = _signed(simhash)
+            self.simhash_blocks.setdefault(key, {})[(_signed(simhash), url)] = None
 
     # ---------------------------------------------------------------- due index
     async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None:

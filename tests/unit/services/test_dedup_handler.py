@@ -233,6 +233,18 @@ def test_near_duplicate_within_three_bits(flip_bits: int, dup: bool) -> None:
         assert len(published(outs)) == 1 and st.status == "fetched"
 
 
+def test_a_block_value_matching_another_block_is_a_candidate_but_not_a_duplicate() -> None:
+    # The near-duplicate read is block IN (0..3) AND value IN (the 4 block values): a superset. FAR's block 0
+    # is SIM's block 1 and its other blocks are SIM's inverted (51 bits away): returned, then filtered out.
+    far = to_signed64(0x0F0F_EDCB_7FFF_8000)
+    rig = Rig()
+    assert published(rig.page("http://a.test/far", "h1", simhash=far))
+    assert rig.run(rig.state.simhash_candidates(SIM)) == [(far, "http://a.test/far")]
+    assert len(published(rig.page("http://b.test/q", "h2"))) == 1
+    st = rig.url_state("http://b.test/q")
+    assert (st.status, st.canonical_url) == ("fetched", None)
+
+
 def test_unchanged_refetch_publishes_nothing_changed_one_does() -> None:
     rig = Rig()
     rig.page("http://a.test/p", "h1", at=T0)

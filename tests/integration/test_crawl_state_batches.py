@@ -1,0 +1,59 @@
+"""CassandraCrawlState's one-request reads and batches on the real Cassandra: the rows land, the IN read
+returns what the near-duplicate check needs. Every row is keyed by a per-test unique host or URL, and
+reads of shared partitions (simhash_blocks, due_index) are filtered by it."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+from streamcrawl_runtime.crawl_state import CassandraCrawlState, _signed, _u16_blocks
+
+pytestmark = pytest.mark.integration
+
+
+def _blocks(fp: int) -> list[int]:
+    return [v for _, v in _u16_blocks(fp)]
+
+
+def _fp(blocks: list[int]) -> int:
+    return sum(v << (16 * b) for b, v in enumerate(blocks))
+
+
+def test_simhash_candidates_one_in_read_finds_every_block_match(cql, unique):
+    state = CassandraCrawlState(cql)
+    rnd = random.Random(unique)
+    while True:  # a fingerprint with 4 distinct block values
+        target = rnd.getrandbits(64)
+        if len(set(_blocks(target))) == 4:
+            break
+    t = _blocks(target)
+
+    def other() -> int:  # a block value the target does not have
+        while True:
+            v = rnd.getrandbits(16)
+            if v not in t:
+                return v
+
+    near = target ^ (0b111 << 36)                          # 3 bits in block 2: shares blocks 0, 1, 3
+    one_block = _fp([t[0], other(), other(), other()])     # shares block 0 only (far, but a candidate)
+    crossed = _fp([t[1], other(), other(), other()])       # its block 0 is the target's block 1: superset
+    unrelated = _fp([other(), other(), other(), other()])  # no value in common: never read
+    pages = {f"http://simhash-{unique}.test/{name}": fp for name, fp in
+             [("near", near), ("one_block", one_block), ("crossed", crossed), ("unrelated", unrelated)]}
+    # A page that changed: a row per fingerprint it had, and only the near one is found.
+    changed = f"http://simhash-{unique}.test/changed"
+    changed_fps = [_fp([other(), other(), other(), other()]), near ^ 1]
+
+    async def scenario() -> list[tuple[int, str]]:
+        for url, fp in pages.items():
+            await state.simhash_add(_signed(fp), url)
+        for fp in changed_fps:
+            await state.simhash_add(_signed(fp), changed)
+        return await state.simhash_candidates(_signed(target))
+
+    found = [(fp, url) for fp, url in asyncio.run(scenario()) if unique in url]
+    assert len(found) == len(set(found))
+    expected = [(_signed(fp), url) for url, fp in pages.items() if not url.endswith("/unrelated")]
+    assert sorted(found) == sorted([*expected, (_signed(near ^ 1), changed)])

@@ -1,0 +1,43 @@
+"""CassandraCrawlState's per-page requests against a fake driver session (no Cassandra here): which CQL
+goes out, in how many requests, with which parameters. tests/integration/test_crawl_state_batches.py
+runs the same methods on the real Cassandra."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+from streamcrawl_core.simhash import to_signed64
+from streamcrawl_runtime.crawl_state import CassandraCrawlState
+
+from .fake_session import FakeSession
+
+Batch = list[tuple[str, tuple[Any, ...]]]
+
+
+def recording_state() -> tuple[CassandraCrawlState, FakeSession, list[Batch]]:
+    """A state whose single requests go to a FakeSession and whose unlogged batches are recorded (the
+    driver's BatchStatement needs real prepared statements): each batch is one request."""
+    session = FakeSession()
+    state = CassandraCrawlState(session)  # type: ignore[arg-type]
+    batches: list[Batch] = []
+
+    async def record(statements: list[tuple[Any, tuple[Any, ...]]]) -> None:
+        batches.append([(str(stmt), params) for stmt, params in statements])
+
+    state._exec_unlogged = record  # type: ignore[method-assign]
+    return state, session, batches
+
+
+def test_simhash_candidates_is_one_read_over_every_block_and_value() -> None:
+    state, session, _ = recording_state()
+    sim = to_signed64(0x0001_0001_ABCD_0001)  # blocks 3..0: values 0x0001, 0x0001, 0xABCD, 0x0001
+    cql = "SELECT simhash, url FROM simhash_blocks WHERE block IN ? AND value IN ?"
+    session.rows[cql] = [SimpleNamespace(simhash=s, url=u) for s, u in
+                         [(5, "http://a.test/1"), (5, "http://a.test/1"), (-7, "http://a.test/1"), (5, "http://b.test/")]]
+    found = asyncio.run(state.simhash_candidates(sim))
+    [(sent, params)] = session.executed
+    assert sent == cql and params == ([0, 1, 2, 3], [0x0001, 0xABCD])
+    # Rows of several partitions may repeat a page; a page that changed keeps a row per fingerprint.
+    assert found == [(5, "http://a.test/1"), (-7, "http://a.test/1"), (5, "http://b.test/")]

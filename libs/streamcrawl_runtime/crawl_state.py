@@ -114,6 +114,9 @@ class CrawlState(Protocol):
     async def url_insert_discovered_many(self, host: str, urls: list[tuple[int, str]], depth: int, now: float,
                                          event_id: str = "") -> None: ...
     async def url_put_fetch(self, st: UrlState) -> None: ...
+    async def url_put_fetch_and_simhash(self, st: UrlState) -> None:
+        """url_put_fetch(st) and simhash_add(st.simhash, st.url) in one request (an unlogged batch of
+        idempotent upserts). Not atomic: either part may land without the other."""
     async def url_put_schedule(self, host: str, url_fp: int, interval_s: float, next_visit_at: float,
                                change_count: int, last_changed_at: float | None,
                                sched_hash: str | None) -> None: ...
@@ -332,10 +335,19 @@ class CassandraCrawlState:
         await self._exec_unlogged([(self._u_disc, (host, fp, url, depth, ts(now), event_id or None))
                                    for fp, url in urls])
 
+    def _fetch_write(self, st: UrlState) -> tuple[Any, tuple[Any, ...]]:
+        return self._u_fetch, (st.url, st.depth, st.status, st.http_status, st.content_type, st.content_hash,
+                               st.simhash, st.storage_key, st.etag, st.last_modified, ts(st.fetched_at),
+                               st.fetch_count, st.canonical_url, st.host, st.url_fp)
+
     async def url_put_fetch(self, st: UrlState) -> None:
-        await self._exec(self._u_fetch, (st.url, st.depth, st.status, st.http_status, st.content_type,
-                                         st.content_hash, st.simhash, st.storage_key, st.etag, st.last_modified,
-                                         ts(st.fetched_at), st.fetch_count, st.canonical_url, st.host, st.url_fp))
+        await self._exec(*self._fetch_write(st))
+
+    async def url_put_fetch_and_simhash(self, st: UrlState) -> None:
+        """A new canonical page: its url_state row and its 4 simhash_blocks rows, one unlogged batch."""
+        if st.simhash is None:
+            raise ValueError(f"no simhash to index for {st.url}")
+        await self._exec_unlogged([*self._simhash_writes(st.simhash, st.url), self._fetch_write(st)])
 
     async def url_put_schedule(self, host: str, url_fp: int, interval_s: float, next_visit_at: float,
                                change_count: int, last_changed_at: float | None,
@@ -358,9 +370,12 @@ class CassandraCrawlState:
         # keeping one per URL could drop the one within distance.
         return list(dict.fromkeys((r.simhash, r.url) for r in rows))
 
+    def _simhash_writes(self, simhash: int, url: str) -> list[tuple[Any, tuple[Any, ...]]]:
+        return [(self._s_put, (b, v, _signed(simhash), url)) for b, v in _u16_blocks(simhash)]
+
     async def simhash_add(self, simhash: int, url: str) -> None:
         # One unlogged batch of the 4 block rows: one request instead of four (each row is idempotent).
-        await self._exec_unlogged([(self._s_put, (b, v, _signed(simhash), url)) for b, v in _u16_blocks(simhash)])
+        await self._exec_unlogged(self._simhash_writes(simhash, url))
 
     # ---------------------------------------------------------------- due index
     async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None:

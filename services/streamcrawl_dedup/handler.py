@@ -265,6 +265,11 @@ class DedupHandler:
             # own write as "unchanged", or a crash between the state write and the publish loses the page.
             if prev.status == "duplicate":
                 return []
+            if page.simhash is not None:
+                # The first handling's url_state row may have landed without its simhash_blocks rows (one
+                # unlogged batch, not atomic: see below) and this path skips the near-duplicate step, so
+                # write them again: idempotent, and a page that is no duplicate belongs in the index.
+                await self.state.simhash_add(page.simhash, page.url)
             PAGES.labels("replayed").inc()
             return self._publish(page, changed=prev.fetch_count > 1)
         changed = prev is None or prev.content_hash != page.content_hash
@@ -278,12 +283,21 @@ class DedupHandler:
             return []
         canonical = await self.state.content_claim(page.content_hash, page.url, page.storage_key, now)
         duplicate_of: str | None = canonical if canonical != page.url else None
-        if duplicate_of is None and page.simhash is not None and changed:
+        index = duplicate_of is None and page.simhash is not None and changed
+        if index:
             duplicate_of = await self._near_duplicate(page)
+            index = duplicate_of is None
         st = UrlState(page.host, page.url_fp, page.url, page.depth, "duplicate" if duplicate_of else "fetched",
                       page.http_status, page.content_type, page.content_hash, page.simhash, page.storage_key,
                       page.etag, page.last_modified, fetched_at, fetch_count, canonical_url=duplicate_of)
-        await self.state.url_put_fetch(st)
+        if index:
+            # A new canonical page: its simhash_blocks rows and url_state row in one unlogged batch (idempotent
+            # upserts). If the request fails the loop retries the message. If only part of it landed: without
+            # the url_state row the retry takes this path again; with it, the retry is a replay (above),
+            # which rewrites the simhash rows.
+            await self.state.url_put_fetch_and_simhash(st)
+        else:
+            await self.state.url_put_fetch(st)
         if duplicate_of is not None:
             PAGES.labels("duplicate").inc()
             return []
@@ -304,6 +318,8 @@ class DedupHandler:
         return out
 
     async def _near_duplicate(self, page: ParsedPage) -> str | None:
+        """The URL of an indexed page within simhash_distance bits of this one, if any (a read only: the
+        caller indexes a page that has none)."""
         assert page.simhash is not None
         fp = from_signed64(page.simhash)
         # The candidates are a superset (one IN read over block numbers × block values also returns e.g. a
@@ -311,7 +327,6 @@ class DedupHandler:
         for other_fp, other_url in await self.state.simhash_candidates(page.simhash):
             if other_url != page.url and hamming(fp, from_signed64(other_fp)) <= self.simhash_distance:
                 return other_url
-        await self.state.simhash_add(page.simhash, page.url)
         return None
 
     async def _fetch_result(self, res: FetchResult) -> Sequence[Output]:

@@ -8,7 +8,7 @@ import asyncio
 import random
 
 import pytest
-from streamcrawl_runtime.crawl_state import CassandraCrawlState, _signed, _u16_blocks
+from streamcrawl_runtime.crawl_state import CassandraCrawlState, UrlState, _signed, _u16_blocks
 
 pytestmark = pytest.mark.integration
 
@@ -57,3 +57,27 @@ def test_simhash_candidates_one_in_read_finds_every_block_match(cql, unique):
     assert len(found) == len(set(found))
     expected = [(_signed(fp), url) for url, fp in pages.items() if not url.endswith("/unrelated")]
     assert sorted(found) == sorted([*expected, (_signed(near ^ 1), changed)])
+
+
+def test_url_row_and_simhash_rows_in_one_batch(cql, unique):
+    state = CassandraCrawlState(cql)
+    host = f"indexed-{unique}.test"
+    url = f"http://{host}/p"
+    sim = _signed(random.Random(unique).getrandbits(64))
+    st = UrlState(host, 11, url, 2, "fetched", 200, "text/html", f"hash-{unique}", sim, f"pages/{unique}.gz",
+                  etag='"e1"', fetched_at=1_700_000_000.0, fetch_count=1)
+
+    async def scenario() -> tuple[UrlState | None, list[tuple[int, str]]]:
+        await state.url_put_fetch_and_simhash(st)
+        return await state.url_get(host, 11), await state.simhash_candidates(sim)
+
+    row, found = asyncio.run(scenario())
+    assert row is not None
+    assert (row.url, row.depth, row.status, row.http_status, row.content_hash, row.simhash, row.storage_key,
+            row.etag, row.fetched_at, row.fetch_count, row.canonical_url) == (
+        url, 2, "fetched", 200, f"hash-{unique}", sim, f"pages/{unique}.gz", '"e1"', 1_700_000_000.0, 1, None)
+    assert [p for p in found if p[1] == url] == [(sim, url)]
+    for block, value in _u16_blocks(sim):  # each of the 4 block rows, read on its own
+        rows = cql.execute("SELECT simhash FROM simhash_blocks WHERE block = %s AND value = %s AND simhash = %s"
+                           " AND url = %s", (block, value, sim, url))
+        assert [r.simhash for r in rows] == [sim]

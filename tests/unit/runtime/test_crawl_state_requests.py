@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from streamcrawl_core.simhash import to_signed64
-from streamcrawl_runtime.crawl_state import CassandraCrawlState
+from streamcrawl_runtime.crawl_state import CassandraCrawlState, UrlState
 
 from .fake_session import FakeSession
 
@@ -41,3 +41,23 @@ def test_simhash_candidates_is_one_read_over_every_block_and_value() -> None:
     assert sent == cql and params == ([0, 1, 2, 3], [0x0001, 0xABCD])
     # Rows of several partitions may repeat a page; a page that changed keeps a row per fingerprint.
     assert found == [(5, "http://a.test/1"), (-7, "http://a.test/1"), (5, "http://b.test/")]
+
+
+def test_url_put_fetch_and_simhash_is_one_batch_of_the_block_rows_and_the_url_row() -> None:
+    state, session, batches = recording_state()
+    sim = to_signed64(0xF0F0_1234_8000_0001)
+    st = UrlState("a.test", 7, "http://a.test/p", 2, "fetched", 200, "text/html", "h1", sim, "pages/h1.gz",
+                  fetched_at=1_700_000_000.0, fetch_count=1)
+    asyncio.run(state.url_put_fetch_and_simhash(st))
+    assert session.executed == []
+    [batch] = batches
+    put = "INSERT INTO simhash_blocks (block, value, simhash, url) VALUES (?, ?, ?, ?)"
+    assert batch[:4] == [(put, (b, v, sim, "http://a.test/p")) for b, v in
+                         [(0, 0x0001), (1, 0x8000), (2, 0x1234), (3, 0xF0F0)]]
+    cql, params = batch[4]
+    assert cql.startswith("UPDATE url_state SET url = ?") and params[-2:] == ("a.test", 7)
+    assert all(c.count("?") == len(p) for c, p in batch)
+    # The same writes as the two single methods.
+    asyncio.run(state.url_put_fetch(st))
+    asyncio.run(state.simhash_add(sim, "http://a.test/p"))
+    assert session.executed == [batch[4]] and batches[1] == batch[:4]

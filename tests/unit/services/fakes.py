@@ -137,6 +137,15 @@ class FakeCrawlState:
 
     async def url_put_fetch(self, st: UrlState) -> None:
         self.calls.append(("url_put_fetch", st.host, st.url, st.status))
+        self._put_fetch(st)
+
+    async def url_put_fetch_and_simhash(self, st: UrlState) -> None:
+        self.calls.append(("url_put_fetch_and_simhash", st.host, st.url, st.status))  # one request
+        assert st.simhash is not None
+        self._put_fetch(st)
+        self._put_simhash(st.simhash, st.url)
+
+    def _put_fetch(self, st: UrlState) -> None:
         row = self._url(st.host, st.url_fp, st.url)
         for name in ("url", "depth", "status", "http_status", "content_type", "content_hash", "simhash",
                      "storage_key", "etag", "last_modified", "fetch_count", "canonical_url"):
@@ -166,6 +175,9 @@ class FakeCrawlState:
 
     async def simhash_add(self, simhash: int, url: str) -> None:
         self.calls.append(("simhash_add", simhash, url))
+        self._put_simhash(simhash, url)
+
+    def _put_simhash(self, simhash: int, url: str) -> None:
         for key in _u16_blocks(simhash):
             self.simhash_blocks.setdefault(key, {})[(_signed(simhash), url)] = None
 

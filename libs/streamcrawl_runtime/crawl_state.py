@@ -98,6 +98,11 @@ class CrawlState(Protocol):
     async def host_put_politeness(self, host: str, next_allowed_at: float, backoff_level: int,
                                   last_fetch_ms: float | None, crawl_delay_s: float | None) -> None:
         """Record the host's timer after a fetch and end its lease."""
+    async def host_politeness_and_finish(self, host: str, next_allowed_at: float, backoff_level: int,
+                                         last_fetch_ms: float | None, crawl_delay_s: float | None,
+                                         part: int, url_fp: int, now: float) -> None:
+        """host_put_politeness and queue_finish of one fetch result in one request (an unlogged batch of
+        idempotent writes). Not atomic: either part may land without the other."""
     async def host_put_lease(self, host: str, lease_id: str | None, url: str | None,
                              expires_at: float | None) -> None: ...
     async def host_put_robots(self, host: str, status: int | None, body: str | None, fetched_at: float,
@@ -266,10 +271,13 @@ class CassandraCrawlState:
     async def queue_delete(self, part: int, host: str, url_fp: int) -> None:
         await self._exec(self._q_del, (part, host, url_fp))
 
+    def _finish_writes(self, part: int, host: str, url_fp: int, now: float) -> list[tuple[Any, tuple[Any, ...]]]:
+        return [(self._q_del, (part, host, url_fp)), (self._u_done, (ts(now), host, url_fp))]
+
     async def queue_finish(self, part: int, host: str, url_fp: int, now: float) -> None:
         """Drop the queue row and mark the URL done, in one unlogged batch (one round trip): both rows
         are idempotent, so a half-applied batch is repaired by the replayed result."""
-        await self._exec_unlogged([(self._q_del, (part, host, url_fp)), (self._u_done, (ts(now), host, url_fp))])
+        await self._exec_unlogged(self._finish_writes(part, host, url_fp, now))
 
     async def queue_load(self, part: int) -> list[QueuedUrl]:
         rows = await self._exec(self._q_load, (part,))
@@ -294,6 +302,15 @@ class CassandraCrawlState:
     async def host_put_politeness(self, host: str, next_allowed_at: float, backoff_level: int,
                                   last_fetch_ms: float | None, crawl_delay_s: float | None) -> None:
         await self._exec(self._h_pol, (ts(next_allowed_at), backoff_level, last_fetch_ms, crawl_delay_s, host))
+
+    async def host_politeness_and_finish(self, host: str, next_allowed_at: float, backoff_level: int,
+                                         last_fetch_ms: float | None, crawl_delay_s: float | None,
+                                         part: int, url_fp: int, now: float) -> None:
+        """The host's timer (ending its lease), the queue row's delete and url_state.frontier_done_at:
+        one unlogged batch, one round trip."""
+        await self._exec_unlogged([
+            (self._h_pol, (ts(next_allowed_at), backoff_level, last_fetch_ms, crawl_delay_s, host)),
+            *self._finish_writes(part, host, url_fp, now)])
 
     async def host_put_lease(self, host: str, lease_id: str | None, url: str | None,
                              expires_at: float | None) -> None:

@@ -8,7 +8,14 @@ import asyncio
 import random
 
 import pytest
-from streamcrawl_runtime.crawl_state import CassandraCrawlState, UrlState, _signed, _u16_blocks
+from streamcrawl_runtime.crawl_state import (
+    CassandraCrawlState,
+    HostState,
+    QueuedUrl,
+    UrlState,
+    _signed,
+    _u16_blocks,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -81,3 +88,22 @@ def test_url_row_and_simhash_rows_in_one_batch(cql, unique):
         rows = cql.execute("SELECT simhash FROM simhash_blocks WHERE block = %s AND value = %s AND simhash = %s"
                            " AND url = %s", (block, value, sim, url))
         assert [r.simhash for r in rows] == [sim]
+
+
+def test_politeness_and_finish_in_one_batch(cql, unique):
+    state = CassandraCrawlState(cql)
+    host, fp, url = f"polite-{unique}.test", 9, f"http://polite-{unique}.test/"
+
+    async def scenario() -> tuple[HostState | None, list[QueuedUrl], UrlState | None]:
+        await state.url_insert_discovered(host, fp, url, 0, 1_700_000_000.0, "ev")
+        await state.queue_put(QueuedUrl(5, host, fp, url, 5, "discovery", 0.0, 0, 1_700_000_000.0))
+        await state.host_put_lease(host, "L1", url, 1_700_000_120.0)
+        await state.host_politeness_and_finish(host, 1_700_000_002.5, 2, 50.0, 4.0, 5, fp, 1_700_000_001.0)
+        queued = [q for q in await state.queue_load(5) if q.host == host]
+        return await state.host_get(host), queued, await state.url_get(host, fp)
+
+    hs, queued, row = asyncio.run(scenario())
+    assert hs is not None and row is not None
+    assert (hs.next_allowed_at, hs.backoff_level, hs.last_fetch_ms, hs.crawl_delay_s) == (1_700_000_002.5, 2, 50.0, 4.0)
+    assert (hs.lease_id, hs.lease_url, hs.lease_expires_at) == (None, None, None)
+    assert queued == [] and row.frontier_done_at == 1_700_000_001.0

@@ -61,3 +61,22 @@ def test_url_put_fetch_and_simhash_is_one_batch_of_the_block_rows_and_the_url_ro
     asyncio.run(state.url_put_fetch(st))
     asyncio.run(state.simhash_add(sim, "http://a.test/p"))
     assert session.executed == [batch[4]] and batches[1] == batch[:4]
+
+
+def test_host_politeness_and_finish_is_one_batch_of_the_three_writes() -> None:
+    state, session, batches = recording_state()
+    asyncio.run(state.host_politeness_and_finish("a.test", 1_700_000_002.0, 1, 50.0, None, 3, 7,
+                                                 1_700_000_001.0))
+    assert session.executed == []
+    [batch] = batches
+    assert [cql.split(" WHERE")[0] for cql, _ in batch] == [
+        "UPDATE host_state SET next_allowed_at = ?, backoff_level = ?, last_fetch_ms = ?, crawl_delay_s = ?,"
+        " lease_id = null, lease_url = null, lease_expires_at = null",
+        "DELETE FROM frontier_queue",
+        "UPDATE url_state SET frontier_done_at = ?"]
+    assert [p[-1] for _, p in batch] == ["a.test", 7, 7] and batch[1][1] == (3, "a.test", 7)
+    assert all(c.count("?") == len(p) for c, p in batch)
+    # The same writes as the two single methods.
+    asyncio.run(state.host_put_politeness("a.test", 1_700_000_002.0, 1, 50.0, None))
+    asyncio.run(state.queue_finish(3, "a.test", 7, 1_700_000_001.0))
+    assert session.executed == [batch[0]] and batches[1] == batch[1:]

@@ -89,6 +89,9 @@ class FakeCrawlState:
 
     async def queue_finish(self, part: int, host: str, url_fp: int, now: float) -> None:
         self.calls.append(("queue_finish", host, url_fp))
+        self._finish(part, host, url_fp, now)
+
+    def _finish(self, part: int, host: str, url_fp: int, now: float) -> None:
         self.queue.pop((part, host, url_fp), None)
         row = self.urls.get((host, url_fp))
         if row is not None:  # like the CQL UPDATE, which would create the row: only mark known URLs here
@@ -101,6 +104,17 @@ class FakeCrawlState:
     async def host_put_politeness(self, host: str, next_allowed_at: float, backoff_level: int,
                                   last_fetch_ms: float | None, crawl_delay_s: float | None) -> None:
         self.calls.append(("host_put_politeness", host, next_allowed_at, backoff_level))
+        self._politeness(host, next_allowed_at, backoff_level, last_fetch_ms, crawl_delay_s)
+
+    async def host_politeness_and_finish(self, host: str, next_allowed_at: float, backoff_level: int,
+                                         last_fetch_ms: float | None, crawl_delay_s: float | None,
+                                         part: int, url_fp: int, now: float) -> None:
+        self.calls.append(("host_politeness_and_finish", host, next_allowed_at, backoff_level, url_fp))  # one request
+        self._politeness(host, next_allowed_at, backoff_level, last_fetch_ms, crawl_delay_s)
+        self._finish(part, host, url_fp, now)
+
+    def _politeness(self, host: str, next_allowed_at: float, backoff_level: int, last_fetch_ms: float | None,
+                    crawl_delay_s: float | None) -> None:
         hs = self.hosts.setdefault(host, HostState(host))
         hs.next_allowed_at, hs.backoff_level = _ms(next_allowed_at), backoff_level
         hs.last_fetch_ms, hs.crawl_delay_s = last_fetch_ms, crawl_delay_s

@@ -122,9 +122,11 @@ class CrawlState(Protocol):
     async def url_put_fetch_and_simhash(self, st: UrlState) -> None:
         """url_put_fetch(st) and simhash_add(st.simhash, st.url) in one request (an unlogged batch of
         idempotent upserts). Not atomic: either part may land without the other."""
-    async def url_put_schedule(self, host: str, url_fp: int, interval_s: float, next_visit_at: float,
-                               change_count: int, last_changed_at: float | None,
-                               sched_hash: str | None) -> None: ...
+    async def url_put_schedule_and_due(self, host: str, url_fp: int, url: str, depth: int, interval_s: float,
+                                       next_visit_at: float, change_count: int, last_changed_at: float | None,
+                                       sched_hash: str | None) -> None:
+        """The recrawl schedule in url_state and due_put(next_visit_at, ...) in one request (an unlogged
+        batch of idempotent upserts). Not atomic: either part may land without the other."""
     async def content_claim(self, content_hash: str, url: str, storage_key: str, now: float) -> str: ...
     async def simhash_candidates(self, simhash: int) -> list[tuple[int, str]]:
         """Distinct (signed simhash, url) pairs of simhash_blocks rows near ``simhash``: a superset of the
@@ -366,11 +368,12 @@ class CassandraCrawlState:
             raise ValueError(f"no simhash to index for {st.url}")
         await self._exec_unlogged([*self._simhash_writes(st.simhash, st.url), self._fetch_write(st)])
 
-    async def url_put_schedule(self, host: str, url_fp: int, interval_s: float, next_visit_at: float,
-                               change_count: int, last_changed_at: float | None,
-                               sched_hash: str | None) -> None:
-        await self._exec(self._u_sched, (interval_s, ts(next_visit_at), change_count, ts(last_changed_at),
-                                         sched_hash, host, url_fp))
+    async def url_put_schedule_and_due(self, host: str, url_fp: int, url: str, depth: int, interval_s: float,
+                                       next_visit_at: float, change_count: int, last_changed_at: float | None,
+                                       sched_hash: str | None) -> None:
+        await self._exec_unlogged([(self._u_sched, (interval_s, ts(next_visit_at), change_count, ts(last_changed_at),
+                                                    sched_hash, host, url_fp)),
+                                   self._due_write(next_visit_at, host, url_fp, url, depth)])
 
     # ---------------------------------------------------------------- content dedup
     async def content_claim(self, content_hash: str, url: str, storage_key: str, now: float) -> str:
@@ -395,9 +398,12 @@ class CassandraCrawlState:
         await self._exec_unlogged(self._simhash_writes(simhash, url))
 
     # ---------------------------------------------------------------- due index
+    def _due_write(self, next_visit_at: float, host: str, url_fp: int, url: str,
+                   depth: int) -> tuple[Any, tuple[Any, ...]]:
+        return self._d_put, (int(next_visit_at // DUE_BUCKET_S), ts(next_visit_at), host, url_fp, url, depth)
+
     async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None:
-        await self._exec(self._d_put, (int(next_visit_at // DUE_BUCKET_S), ts(next_visit_at), host, url_fp, url,
-                                       depth))
+        await self._exec(*self._due_write(next_visit_at, host, url_fp, url, depth))
 
     async def due_range(self, start: float, end: float, limit: int) -> list[DueRow]:
         out: list[DueRow] = []

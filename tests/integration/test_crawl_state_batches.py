@@ -10,6 +10,7 @@ import random
 import pytest
 from streamcrawl_runtime.crawl_state import (
     CassandraCrawlState,
+    DueRow,
     HostState,
     QueuedUrl,
     UrlState,
@@ -107,3 +108,20 @@ def test_politeness_and_finish_in_one_batch(cql, unique):
     assert (hs.next_allowed_at, hs.backoff_level, hs.last_fetch_ms, hs.crawl_delay_s) == (1_700_000_002.5, 2, 50.0, 4.0)
     assert (hs.lease_id, hs.lease_url, hs.lease_expires_at) == (None, None, None)
     assert queued == [] and row.frontier_done_at == 1_700_000_001.0
+
+
+def test_schedule_and_due_row_in_one_batch(cql, unique):
+    state = CassandraCrawlState(cql)
+    host, fp, url = f"sched-{unique}.test", 13, f"http://sched-{unique}.test/p"
+    visit_at = 2_000_000_000.0 + random.Random(unique).randrange(3600) * 1000.0  # far from any crawl's rows
+
+    async def scenario() -> tuple[UrlState | None, list[DueRow]]:
+        await state.url_put_schedule_and_due(host, fp, url, 3, 43200.0, visit_at, 2, 1_700_000_000.0, f"h-{unique}")
+        due = await state.due_range(visit_at - 1.0, visit_at + 1.0, 10_000)
+        return await state.url_get(host, fp), [d for d in due if d.host == host]
+
+    row, due = asyncio.run(scenario())
+    assert row is not None
+    assert (row.change_interval_s, row.next_visit_at, row.change_count, row.last_changed_at, row.sched_hash) == (
+        43200.0, visit_at, 2, 1_700_000_000.0, f"h-{unique}")
+    assert due == [DueRow(visit_at, host, fp, url, 3)]

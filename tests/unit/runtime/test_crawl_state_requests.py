@@ -80,3 +80,19 @@ def test_host_politeness_and_finish_is_one_batch_of_the_three_writes() -> None:
     asyncio.run(state.host_put_politeness("a.test", 1_700_000_002.0, 1, 50.0, None))
     asyncio.run(state.queue_finish(3, "a.test", 7, 1_700_000_001.0))
     assert session.executed == [batch[0]] and batches[1] == batch[1:]
+
+
+def test_url_put_schedule_and_due_is_one_batch_of_the_schedule_and_the_due_row() -> None:
+    state, session, batches = recording_state()
+    asyncio.run(state.url_put_schedule_and_due("a.test", 7, "http://a.test/p", 2, 86400.0, 1_700_007_200.0, 1,
+                                               1_700_000_000.0, "h1"))
+    assert session.executed == []
+    [[(sched, sp), (due, dp)]] = batches
+    assert sched == ("UPDATE url_state SET change_interval_s = ?, next_visit_at = ?, change_count = ?,"
+                     " last_changed_at = ?, sched_hash = ? WHERE host = ? AND url_fp = ?")
+    assert sp[0] == 86400.0 and sp[2:] == (1, sp[3], "h1", "a.test", 7) and sp[1].timestamp() == 1_700_007_200.0
+    assert due.startswith("INSERT INTO due_index (bucket, next_visit_at, host, url_fp, url, depth)")
+    assert dp[0] == 1_700_007_200 // 3600 and dp[2:] == ("a.test", 7, "http://a.test/p", 2)
+    assert sched.count("?") == len(sp) and due.count("?") == len(dp)
+    asyncio.run(state.due_put(1_700_007_200.0, "a.test", 7, "http://a.test/p", 2))  # the same due row
+    assert session.executed == [(due, dp)]

@@ -166,13 +166,14 @@ class FakeCrawlState:
             setattr(row, name, getattr(st, name))
         row.fetched_at = _ms(st.fetched_at)
 
-    async def url_put_schedule(self, host: str, url_fp: int, interval_s: float, next_visit_at: float,
-                               change_count: int, last_changed_at: float | None,
-                               sched_hash: str | None) -> None:
-        self.calls.append(("url_put_schedule", host, url_fp, interval_s, next_visit_at))
+    async def url_put_schedule_and_due(self, host: str, url_fp: int, url: str, depth: int, interval_s: float,
+                                       next_visit_at: float, change_count: int, last_changed_at: float | None,
+                                       sched_hash: str | None) -> None:
+        self.calls.append(("url_put_schedule_and_due", next_visit_at, host, url_fp, interval_s))  # one request
         row = self.urls.setdefault((host, url_fp), UrlState(host, url_fp, ""))
         row.change_interval_s, row.next_visit_at = interval_s, _ms(next_visit_at)
         row.change_count, row.last_changed_at, row.sched_hash = change_count, _ms(last_changed_at), sched_hash
+        self._due(next_visit_at, host, url_fp, url, depth)
 
     # ---------------------------------------------------------------- content dedup
     async def content_claim(self, content_hash: str, url: str, storage_key: str, now: float) -> str:
@@ -198,6 +199,9 @@ class FakeCrawlState:
     # ---------------------------------------------------------------- due index
     async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None:
         self.calls.append(("due_put", next_visit_at, host, url_fp))
+        self._due(next_visit_at, host, url_fp, url, depth)
+
+    def _due(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int) -> None:
         self.due[(_ms(next_visit_at) or 0.0, host, url_fp)] = url
         self.due_depth[(_ms(next_visit_at) or 0.0, host, url_fp)] = depth
 

@@ -54,6 +54,7 @@ from streamcrawl_core.urls import UrlError, host_of, normalize
 from streamcrawl_runtime.crawl_state import CrawlState, UrlState
 from streamcrawl_runtime.errors import PoisonMessage
 from streamcrawl_runtime.kafka_loop import Output, Record
+from streamcrawl_runtime.metrics import Children
 
 from streamcrawl_dedup.seen import SeenSet
 
@@ -61,6 +62,7 @@ log = logging.getLogger("streamcrawl.dedup")
 
 URL_DECISIONS = Counter("streamcrawl_dedup_urls_total", "Candidate URL decisions", ["decision"])
 PAGES = Counter("streamcrawl_dedup_pages_total", "Parsed page decisions", ["decision"])
+_URL_DECISION, _PAGE = Children(URL_DECISIONS), Children(PAGES)  # .labels() once per decision
 BUDGET_FLUSH_FAILURES = Counter("streamcrawl_dedup_budget_flush_failures_total",
                                 "Host budget counts that could not be written to host_state")
 
@@ -184,7 +186,7 @@ class DedupHandler:
     async def _candidates(self, record: Record, batch: UrlCandidates) -> Sequence[Output]:
         host = batch.host
         if self._blocked(host):
-            URL_DECISIONS.labels("blocked").inc(len(batch.urls))
+            _URL_DECISION("blocked").inc(len(batch.urls))
             return []
         priority = 0 if batch.source_url.startswith("seed:") else min(9, 1 + batch.depth)
         out: list[Output] = []
@@ -192,11 +194,11 @@ class DedupHandler:
         for url, url_fp in zip(batch.urls, batch.url_fps, strict=True):
             reason = check_url(url, batch.depth, self.traps) or self.params.observe(host, url)
             if reason is not None:
-                URL_DECISIONS.labels(f"trap_{reason}").inc()
+                _URL_DECISION(f"trap_{reason}").inc()
                 continue
             verdict = await self.seen.check_and_add(record.partition, host, url_fp, batch.event_id)
             if verdict == "seen":
-                URL_DECISIONS.labels("seen").inc()
+                _URL_DECISION("seen").inc()
                 continue
             if verdict == "new":
                 cycle = int(time.time() // self.cycle_s)
@@ -205,12 +207,12 @@ class DedupHandler:
                     self.budget.forget_before(cycle)
                 await self._load_budget(record.partition, host)
                 if not self.budget.try_consume(host, self.cycle):
-                    URL_DECISIONS.labels("over_budget").inc()
+                    _URL_DECISION("over_budget").inc()
                     continue
                 if record.partition in self._owned:  # not a record finishing after its partition moved
                     self._budget_dirty[host] = record.partition
                 admitted.append((url_fp, url))
-            URL_DECISIONS.labels(verdict).inc()
+            _URL_DECISION(verdict).inc()
             out.append(Output(URLS, host, UrlMessage(url=url, host=host, url_fp=url_fp, depth=batch.depth,
                                                      priority=priority, kind="discovery",
                                                      via=batch.source_url, replayed=verdict == "replay")))
@@ -244,7 +246,7 @@ class DedupHandler:
                 url = normalize(url)
                 host = host_key(host_of(url))
             except UrlError:
-                URL_DECISIONS.labels("malformed").inc()
+                _URL_DECISION("malformed").inc()
                 continue
             group = by_host.setdefault(host, {})
             if url not in group:
@@ -270,7 +272,7 @@ class DedupHandler:
                 # unlogged batch, not atomic: see below) and this path skips the near-duplicate step, so
                 # write them again: idempotent, and a page that is no duplicate belongs in the index.
                 await self.state.simhash_add(page.simhash, page.url)
-            PAGES.labels("replayed").inc()
+            _PAGE("replayed").inc()
             return self._publish(page, changed=prev.fetch_count > 1)
         changed = prev is None or prev.content_hash != page.content_hash
         fetch_count = (prev.fetch_count if prev else 0) + 1
@@ -279,7 +281,7 @@ class DedupHandler:
             # its own hash in content_index, so the claim below would wrongly make it canonical).
             prev.fetched_at, prev.fetch_count = fetched_at, fetch_count
             await self.state.url_put_fetch(prev)
-            PAGES.labels("duplicate").inc()
+            _PAGE("duplicate").inc()
             return []
         canonical = await self.state.content_claim(page.content_hash, page.url, page.storage_key, now)
         duplicate_of: str | None = canonical if canonical != page.url else None
@@ -299,12 +301,12 @@ class DedupHandler:
         else:
             await self.state.url_put_fetch(st)
         if duplicate_of is not None:
-            PAGES.labels("duplicate").inc()
+            _PAGE("duplicate").inc()
             return []
         if not changed:
-            PAGES.labels("unchanged").inc()
+            _PAGE("unchanged").inc()
             return []
-        PAGES.labels("new" if prev is None or prev.content_hash is None else "changed").inc()
+        _PAGE("new" if prev is None or prev.content_hash is None else "changed").inc()
         return self._publish(page, changed=prev is not None and prev.content_hash is not None)
 
     def _publish(self, page: ParsedPage, changed: bool) -> list[Output]:

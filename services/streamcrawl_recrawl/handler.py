@@ -23,10 +23,12 @@ from streamcrawl_core.recrawl import RecrawlConfig, next_interval
 from streamcrawl_runtime.crawl_state import CrawlState
 from streamcrawl_runtime.errors import PoisonMessage
 from streamcrawl_runtime.kafka_loop import Output, Record
+from streamcrawl_runtime.metrics import Children
 
 log = logging.getLogger("streamcrawl.recrawl")
 
 SCHEDULED = Counter("streamcrawl_recrawl_scheduled_total", "Next visits filed", ["change"])
+_SCHEDULED = Children(SCHEDULED)  # .labels() once per value
 EMITTED = Counter("streamcrawl_recrawl_emitted_total", "Due URLs sent to the frontier")
 
 
@@ -83,7 +85,7 @@ class RecrawlHandler:
                                                   (st.change_count if st else 0) + (1 if changed else 0),
                                                   res.started_at if changed else (st.last_changed_at if st else None),
                                                   new_hash)
-        SCHEDULED.labels("first" if first else ("changed" if changed else "unchanged")).inc()
+        _SCHEDULED("first" if first else ("changed" if changed else "unchanged")).inc()
         return []
 
     async def tick(self, now: float) -> Sequence[Output]:

@@ -2,8 +2,10 @@
 simhash_blocks), behind one async repository with prepared statements.
 
 Services depend on the `CrawlState` protocol; `CassandraCrawlState` is the adapter and
-`MemoryCrawlState` (crawl_state_memory.py) serves unit tests. Every write is an idempotent upsert, so a
-replayed message (at-least-once delivery) rewrites the same row.
+`FakeCrawlState` (tests/unit/services/fakes.py) serves unit tests. Every write is an idempotent upsert
+(or delete), so a replayed message (at-least-once delivery) rewrites the same row. Writes of one message
+often go as one unlogged batch (one round trip): not atomic, so callers say how a replay repairs a batch
+that landed in part.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from cassandra.cluster import ResponseFuture, Session
 from cassandra.query import BatchStatement, BatchType
 
 from streamcrawl_runtime.errors import TransientError, is_transient
+
+_Write = tuple[Any, tuple[Any, ...]]  # a prepared statement and its parameters
 
 
 def ts(epoch: float | None) -> datetime | None:
@@ -258,7 +262,7 @@ class CassandraCrawlState:
         rf.add_callbacks(ok, err)
         return await fut
 
-    async def _exec_unlogged(self, statements: list[tuple[Any, tuple[Any, ...]]]) -> None:
+    async def _exec_unlogged(self, statements: list[_Write]) -> None:
         """Idempotent writes sent as one unlogged batch: one round trip, no batch log."""
         batch = BatchStatement(batch_type=BatchType.UNLOGGED)
         for stmt, params in statements:
@@ -273,7 +277,7 @@ class CassandraCrawlState:
     async def queue_delete(self, part: int, host: str, url_fp: int) -> None:
         await self._exec(self._q_del, (part, host, url_fp))
 
-    def _finish_writes(self, part: int, host: str, url_fp: int, now: float) -> list[tuple[Any, tuple[Any, ...]]]:
+    def _finish_writes(self, part: int, host: str, url_fp: int, now: float) -> list[_Write]:
         return [(self._q_del, (part, host, url_fp)), (self._u_done, (ts(now), host, url_fp))]
 
     async def queue_finish(self, part: int, host: str, url_fp: int, now: float) -> None:
@@ -354,7 +358,7 @@ class CassandraCrawlState:
         await self._exec_unlogged([(self._u_disc, (host, fp, url, depth, ts(now), event_id or None))
                                    for fp, url in urls])
 
-    def _fetch_write(self, st: UrlState) -> tuple[Any, tuple[Any, ...]]:
+    def _fetch_write(self, st: UrlState) -> _Write:
         return self._u_fetch, (st.url, st.depth, st.status, st.http_status, st.content_type, st.content_hash,
                                st.simhash, st.storage_key, st.etag, st.last_modified, ts(st.fetched_at),
                                st.fetch_count, st.canonical_url, st.host, st.url_fp)
@@ -390,7 +394,7 @@ class CassandraCrawlState:
         # keeping one per URL could drop the one within distance.
         return list(dict.fromkeys((r.simhash, r.url) for r in rows))
 
-    def _simhash_writes(self, simhash: int, url: str) -> list[tuple[Any, tuple[Any, ...]]]:
+    def _simhash_writes(self, simhash: int, url: str) -> list[_Write]:
         return [(self._s_put, (b, v, _signed(simhash), url)) for b, v in _u16_blocks(simhash)]
 
     async def simhash_add(self, simhash: int, url: str) -> None:
@@ -398,8 +402,7 @@ class CassandraCrawlState:
         await self._exec_unlogged(self._simhash_writes(simhash, url))
 
     # ---------------------------------------------------------------- due index
-    def _due_write(self, next_visit_at: float, host: str, url_fp: int, url: str,
-                   depth: int) -> tuple[Any, tuple[Any, ...]]:
+    def _due_write(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int) -> _Write:
         return self._d_put, (int(next_visit_at // DUE_BUCKET_S), ts(next_visit_at), host, url_fp, url, depth)
 
     async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None:

@@ -79,8 +79,8 @@ class RecrawlHandler:
             await self.state.due_delete(st.next_visit_at, res.host, res.url_fp)
         new_hash = res.content_hash if res.outcome == "fetched" else (st.sched_hash if st else None)
         # The schedule and its due row in one unlogged batch (idempotent upserts, not atomic). The due row
-        # alone: the replay reads the old schedule and computes the same visit. The schedule alone: the
-        # replay takes the path above, which files the due row.
+        # alone: the replay reads the old schedule and writes the same two rows. The schedule alone: the
+        # replay takes the path above, which files the due row (a discovery, not read, writes both again).
         await self.state.url_put_schedule_and_due(res.host, res.url_fp, res.url, res.depth, interval, visit_at,
                                                   (st.change_count if st else 0) + (1 if changed else 0),
                                                   res.started_at if changed else (st.last_changed_at if st else None),

@@ -32,6 +32,7 @@ from streamcrawl_contracts.messages import DeadLetter, Envelope
 from streamcrawl_contracts.topics import DEAD_LETTER, TopicSpec
 
 from streamcrawl_runtime.errors import is_transient
+from streamcrawl_runtime.metrics import Children
 
 log = logging.getLogger("streamcrawl.loop")
 
@@ -39,6 +40,9 @@ MESSAGES = Counter("streamcrawl_messages_total", "Records processed", ["service"
 OUTPUTS = Counter("streamcrawl_outputs_total", "Records produced", ["service", "topic"])
 HANDLE_SECONDS = Histogram("streamcrawl_handle_seconds", "Handler time per record", ["service"])
 IN_FLIGHT = Gauge("streamcrawl_in_flight", "Records being handled", ["service"])
+# Per-record label lookups, done once per label values (see streamcrawl_runtime.metrics).
+_MESSAGES, _OUTPUTS = Children(MESSAGES), Children(OUTPUTS)
+_HANDLE_SECONDS, _IN_FLIGHT = Children(HANDLE_SECONDS), Children(IN_FLIGHT)
 
 
 @dataclass(frozen=True)
@@ -275,7 +279,7 @@ class RunLoop:
         # Counted, not summed over the chains: this runs on every pass of the loop, and a fetcher
         # holds a chain per host it is working on.
         n = len(self._tasks) + self._waiting
-        IN_FLIGHT.labels(self.cfg.service).set(n)
+        _IN_FLIGHT(self.cfg.service).set(n)
         if not self._paused and n >= self.cfg.max_in_flight and self._assigned:
             self.consumer.pause(self._assigned)
             self._paused = True
@@ -344,7 +348,7 @@ class RunLoop:
             except Exception as exc:
                 if is_transient(exc):
                     # An engine is down: wait and retry, never dead-letter, never commit past it.
-                    MESSAGES.labels(self.cfg.service, rec.topic, "retry").inc()
+                    _MESSAGES(self.cfg.service, rec.topic, "retry").inc()
                     log.warning("transient failure, retrying", extra={"topic": rec.topic, "error": repr(exc)[:300]})
                     await asyncio.sleep(self.cfg.transient_backoff_s * min(2 ** min(attempts, 5), 30))
                     attempts += 1 if attempts < 5 else 0
@@ -356,14 +360,14 @@ class RunLoop:
                     self._dead_letter(rec, f"handler failed {attempts}x: {exc!r}"[:1000], exc)
                     return
                 continue
-            HANDLE_SECONDS.labels(self.cfg.service).observe(time.perf_counter() - t0)
+            _HANDLE_SECONDS(self.cfg.service).observe(time.perf_counter() - t0)
             self._produce(outputs)
-            MESSAGES.labels(self.cfg.service, rec.topic, "ok").inc()
+            _MESSAGES(self.cfg.service, rec.topic, "ok").inc()
             self.handled += 1
             return
 
     def _dead_letter(self, rec: Record, reason: str, exc: BaseException) -> None:
-        MESSAGES.labels(self.cfg.service, rec.topic, "dead_letter").inc()
+        _MESSAGES(self.cfg.service, rec.topic, "dead_letter").inc()
         log.error("dead letter", extra={"topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
                                         "reason": reason[:300]})
         dl = DeadLetter(service=self.cfg.service, source_topic=rec.topic, partition=rec.partition,
@@ -388,7 +392,7 @@ class RunLoop:
                     break
                 except BufferError:  # local queue full: serve delivery reports, then retry
                     self.producer.poll(0.1)
-            OUTPUTS.labels(self.cfg.service, out.topic.name).inc()
+            _OUTPUTS(self.cfg.service, out.topic.name).inc()
         self.producer.poll(0)
 
     async def _tick(self) -> None:

@@ -34,6 +34,11 @@ class DnsError(Exception):
         super().__init__(f"{reason}: {host}")
         self.reason = reason
 
+    @property
+    def transient(self) -> bool:
+        """SERVFAIL, a timeout or a resolver error may clear up; NXDOMAIN and NODATA are answers."""
+        return self.reason not in ("NXDOMAIN", "no_address")
+
 
 class AddressNotAllowed(Exception):
     """The name resolved to an address outside `allowed_networks`: we refuse to connect."""

@@ -140,7 +140,7 @@ class FetcherHandler(StatelessHandler):
             # Resolve first: a dead name is a dns_error, not a robots_unavailable.
             await self.http.resolver.resolve(host_of(url))
         except DnsError as exc:
-            return result("dns_error", error=str(exc))
+            return _dns_failure(result, exc)
         except AddressNotAllowed as exc:
             return result("network_error", error=str(exc))
 
@@ -182,7 +182,7 @@ class FetcherHandler(StatelessHandler):
         try:
             resp = await self.http.get(req.url, self.policy.max_body_bytes, headers)
         except DnsError as exc:
-            return result("dns_error", error=str(exc), crawl_delay_s=delay)
+            return _dns_failure(result, exc, crawl_delay_s=delay)
         except (AddressNotAllowed, NetworkError) as exc:
             return result("network_error", error=str(exc), crawl_delay_s=delay,
                           fetch_s=time.perf_counter() - t0)
@@ -310,3 +310,13 @@ def _text(body: bytes, content_type: str | None) -> str:
 
 def _joined(values: list[str]) -> str | None:
     return ", ".join(values) if values else None
+
+
+def _dns_failure(result: Callable[..., FetchResult], exc: DnsError, **fields: Any) -> FetchResult:
+    """NXDOMAIN/NODATA are answers: dns_error, the URL is done. A resolver that failed or did not answer
+    (SERVFAIL, timeout) says nothing about the name: network_error, which the frontier retries with the
+    host backed off; as a dns_error the URL would be dropped for the cycle (seen after a restart, when a
+    burst of cold lookups timed out)."""
+    if exc.transient:
+        return result("network_error", error=f"dns {exc}", **fields)
+    return result("dns_error", error=str(exc), **fields)

@@ -104,7 +104,14 @@ class FetchResult(Envelope):
     delay, so the robots request and the page request are spaced like any two requests. Likewise, when the
     host's answer to a random nonsense path is not known yet, the lease is spent on that probe and the
     outcome is `probe_fetched` (`status` = the probe's status). `soft_404`: a 200 page whose body matches
-    the host's nonsense-path answer (a "not found" page served with 200); its body is not stored."""
+    the host's nonsense-path answer (a "not found" page served with 200); its body is not stored.
+
+    `body_gz`: on a `fetched` result whose stored body is small (the fetcher's `inline_body_max_bytes`),
+    the body's stored form (the gzip bytes at `storage_key`), so the parser need not read it back from S3.
+    The blob is in S3 either way. In JSON it is base64 (URL-safe alphabet; either alphabet is accepted)."""
+
+    # bytes fields travel as base64 in JSON (model_dump_json / model_validate_json); raw bytes in Python.
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
 
     url: str
     host: str
@@ -133,6 +140,8 @@ class FetchResult(Envelope):
     retry_after_s: float | None = None
     crawl_delay_s: float | None = None
     x_robots_tag: str | None = None
+    #: Optional, so consumers that ignore it (and older ones) are unaffected: no schema_version bump.
+    body_gz: bytes | None = Field(default=None, repr=False)
 
 
 class ParsedPage(Envelope):

@@ -2,6 +2,8 @@
 
 `BlobStore` is the port; `S3BlobStore` reaches MinIO, AWS S3, SeaweedFS or versitygw through the minio
 client, and `MemoryBlobStore` serves unit tests. Identical bodies map to one key, so they are stored once.
+`encode_page`/`decode_page` are the stored form (gzip), also used for a body carried inline in a
+FetchResult (`body_gz`), so that the parser decodes it exactly as `get_page` would.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import hashlib
 import io
 import threading
 from collections import OrderedDict
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from minio import Minio
 from minio.error import S3Error
@@ -24,9 +26,31 @@ def page_key(content_hash: str) -> str:
     return f"pages/{content_hash[:2]}/{content_hash}.gz"
 
 
+def encode_page(body: bytes) -> bytes:
+    """A page body in its stored form: gzip, deterministic (mtime=0)."""
+    return gzip.compress(body, compresslevel=6, mtime=0)
+
+
+def decode_page(data: bytes) -> bytes:
+    """The body from its stored form. Corrupt data raises what gzip raises (BadGzipFile, EOFError,
+    zlib.error): not transient, so the run loop dead-letters the message after its attempts."""
+    return gzip.decompress(data)
+
+
+class StoredPage(NamedTuple):
+    content_hash: str  # sha256 hex of the body
+    key: str  # storage key
+    new: bool  # this call uploaded it (False: this process stored it lately)
+    data: bytes  # the stored form, encode_page(body): what get_page decodes
+
+
 class BlobStore(Protocol):
     def put_page(self, body: bytes) -> tuple[str, str, bool]:
         """Store a body; returns (sha256 hex, storage key, newly_stored)."""
+        ...
+
+    def store_page(self, body: bytes) -> StoredPage:
+        """Store a body like put_page, and also return its stored form."""
         ...
 
     def get_page(self, key: str) -> bytes:
@@ -50,14 +74,19 @@ class S3BlobStore:
         self._lock = threading.Lock()  # put_page runs in worker threads
 
     def put_page(self, body: bytes) -> tuple[str, str, bool]:
+        stored = self.store_page(body)
+        return stored.content_hash, stored.key, stored.new
+
+    def store_page(self, body: bytes) -> StoredPage:
         digest = hashlib.sha256(body).hexdigest()
         key = page_key(digest)
+        # Compressed even when the upload is skipped below: the caller gets the stored form either way.
+        data = encode_page(body)
         with self._lock:
             if key in self._recent:
                 self._recent.move_to_end(key)
-                return digest, key, False
+                return StoredPage(digest, key, False, data)
         try:
-            data = gzip.compress(body, compresslevel=6, mtime=0)
             self.client.put_object(self.bucket, key, io.BytesIO(data), len(data),
                                    content_type="application/gzip", metadata={"x-amz-meta-sha256": digest})
         except TransientError:
@@ -70,13 +99,13 @@ class S3BlobStore:
             self._recent[key] = None
             if len(self._recent) > self._recent_max:
                 self._recent.popitem(last=False)
-        return digest, key, True
+        return StoredPage(digest, key, True, data)
 
     def get_page(self, key: str) -> bytes:
         data = self.get_bytes(key)
         if data is None:
             raise KeyError(key)
-        return gzip.decompress(data)
+        return decode_page(data)
 
     def put_bytes(self, key: str, data: bytes) -> None:
         try:
@@ -107,15 +136,20 @@ class MemoryBlobStore:
         self.objects: dict[str, bytes] = {}
 
     def put_page(self, body: bytes) -> tuple[str, str, bool]:
+        stored = self.store_page(body)
+        return stored.content_hash, stored.key, stored.new
+
+    def store_page(self, body: bytes) -> StoredPage:
         digest = hashlib.sha256(body).hexdigest()
         key = page_key(digest)
+        data = encode_page(body)
         if key in self.objects:
-            return digest, key, False
-        self.objects[key] = gzip.compress(body, mtime=0)
-        return digest, key, True
+            return StoredPage(digest, key, False, data)
+        self.objects[key] = data
+        return StoredPage(digest, key, True, data)
 
     def get_page(self, key: str) -> bytes:
-        return gzip.decompress(self.objects[key])
+        return decode_page(self.objects[key])
 
     def put_bytes(self, key: str, data: bytes) -> None:
         self.objects[key] = data

@@ -2,8 +2,10 @@
 simhash_blocks), behind one async repository with prepared statements.
 
 Services depend on the `CrawlState` protocol; `CassandraCrawlState` is the adapter and
-`MemoryCrawlState` (crawl_state_memory.py) serves unit tests. Every write is an idempotent upsert, so a
-replayed message (at-least-once delivery) rewrites the same row.
+`FakeCrawlState` (tests/unit/services/fakes.py) serves unit tests. Every write is an idempotent upsert
+(or delete), so a replayed message (at-least-once delivery) rewrites the same row. Writes of one message
+often go as one unlogged batch (one round trip): not atomic, so callers say how a replay repairs a batch
+that landed in part.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from cassandra.cluster import ResponseFuture, Session
 from cassandra.query import BatchStatement, BatchType
 
 from streamcrawl_runtime.errors import TransientError, is_transient
+
+_Write = tuple[Any, tuple[Any, ...]]  # a prepared statement and its parameters
 
 
 def ts(epoch: float | None) -> datetime | None:
@@ -98,6 +102,11 @@ class CrawlState(Protocol):
     async def host_put_politeness(self, host: str, next_allowed_at: float, backoff_level: int,
                                   last_fetch_ms: float | None, crawl_delay_s: float | None) -> None:
         """Record the host's timer after a fetch and end its lease."""
+    async def host_politeness_and_finish(self, host: str, next_allowed_at: float, backoff_level: int,
+                                         last_fetch_ms: float | None, crawl_delay_s: float | None,
+                                         part: int, url_fp: int, now: float) -> None:
+        """host_put_politeness and queue_finish of one fetch result in one request (an unlogged batch of
+        idempotent writes). Not atomic: either part may land without the other."""
     async def host_put_lease(self, host: str, lease_id: str | None, url: str | None,
                              expires_at: float | None) -> None: ...
     async def host_put_robots(self, host: str, status: int | None, body: str | None, fetched_at: float,
@@ -114,11 +123,18 @@ class CrawlState(Protocol):
     async def url_insert_discovered_many(self, host: str, urls: list[tuple[int, str]], depth: int, now: float,
                                          event_id: str = "") -> None: ...
     async def url_put_fetch(self, st: UrlState) -> None: ...
-    async def url_put_schedule(self, host: str, url_fp: int, interval_s: float, next_visit_at: float,
-                               change_count: int, last_changed_at: float | None,
-                               sched_hash: str | None) -> None: ...
+    async def url_put_fetch_and_simhash(self, st: UrlState) -> None:
+        """url_put_fetch(st) and simhash_add(st.simhash, st.url) in one request (an unlogged batch of
+        idempotent upserts). Not atomic: either part may land without the other."""
+    async def url_put_schedule_and_due(self, host: str, url_fp: int, url: str, depth: int, interval_s: float,
+                                       next_visit_at: float, change_count: int, last_changed_at: float | None,
+                                       sched_hash: str | None) -> None:
+        """The recrawl schedule in url_state and due_put(next_visit_at, ...) in one request (an unlogged
+        batch of idempotent upserts). Not atomic: either part may land without the other."""
     async def content_claim(self, content_hash: str, url: str, storage_key: str, now: float) -> str: ...
-    async def simhash_candidates(self, simhash: int) -> list[tuple[int, str]]: ...
+    async def simhash_candidates(self, simhash: int) -> list[tuple[int, str]]:
+        """Distinct (signed simhash, url) pairs of simhash_blocks rows near ``simhash``: a superset of the
+        pages sharing a 16-bit block with it (see _candidate_keys), so callers check the Hamming distance."""
     async def simhash_add(self, simhash: int, url: str) -> None: ...
     async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None: ...
     async def due_range(self, start: float, end: float, limit: int) -> list[DueRow]: ...
@@ -149,6 +165,15 @@ class DueRow(NamedTuple):
 def _u16_blocks(simhash: int) -> list[tuple[int, int]]:
     u = simhash & 0xFFFFFFFFFFFFFFFF
     return [(b, (u >> (16 * b)) & 0xFFFF) for b in range(4)]
+
+
+def _candidate_keys(simhash: int) -> tuple[list[int], list[int]]:
+    """The IN lists of the one near-duplicate read: every block number and the fingerprint's distinct
+    block values. Their cartesian product holds the 4 partitions that matter, (b, value of block b), plus
+    up to 12 that do not (block b with another block's value): CQL has no IN on (block, value) pairs of a
+    partition key, so the read returns a superset and the caller's Hamming check decides."""
+    blocks = _u16_blocks(simhash)
+    return [b for b, _ in blocks], sorted({v for _, v in blocks})
 
 
 def _signed(u: int) -> int:
@@ -191,7 +216,8 @@ class CassandraCrawlState:
         self._c_claim = p("INSERT INTO content_index (content_hash, canonical_url, storage_key, first_seen)"
                           " VALUES (?, ?, ?, ?) IF NOT EXISTS")
         self._c_get = p("SELECT canonical_url FROM content_index WHERE content_hash = ?")
-        self._s_get = p("SELECT simhash, url FROM simhash_blocks WHERE block = ? AND value = ?")
+        # One read for the 4 block partitions (see _candidate_keys: it returns a superset).
+        self._s_get = p("SELECT simhash, url FROM simhash_blocks WHERE block IN ? AND value IN ?")
         self._s_put = p("INSERT INTO simhash_blocks (block, value, simhash, url) VALUES (?, ?, ?, ?)")
         self._d_put = p("INSERT INTO due_index (bucket, next_visit_at, host, url_fp, url, depth)"
                         " VALUES (?, ?, ?, ?, ?, ?)")
@@ -236,7 +262,7 @@ class CassandraCrawlState:
         rf.add_callbacks(ok, err)
         return await fut
 
-    async def _exec_unlogged(self, statements: list[tuple[Any, tuple[Any, ...]]]) -> None:
+    async def _exec_unlogged(self, statements: list[_Write]) -> None:
         """Idempotent writes sent as one unlogged batch: one round trip, no batch log."""
         batch = BatchStatement(batch_type=BatchType.UNLOGGED)
         for stmt, params in statements:
@@ -251,10 +277,13 @@ class CassandraCrawlState:
     async def queue_delete(self, part: int, host: str, url_fp: int) -> None:
         await self._exec(self._q_del, (part, host, url_fp))
 
+    def _finish_writes(self, part: int, host: str, url_fp: int, now: float) -> list[_Write]:
+        return [(self._q_del, (part, host, url_fp)), (self._u_done, (ts(now), host, url_fp))]
+
     async def queue_finish(self, part: int, host: str, url_fp: int, now: float) -> None:
         """Drop the queue row and mark the URL done, in one unlogged batch (one round trip): both rows
         are idempotent, so a half-applied batch is repaired by the replayed result."""
-        await self._exec_unlogged([(self._q_del, (part, host, url_fp)), (self._u_done, (ts(now), host, url_fp))])
+        await self._exec_unlogged(self._finish_writes(part, host, url_fp, now))
 
     async def queue_load(self, part: int) -> list[QueuedUrl]:
         rows = await self._exec(self._q_load, (part,))
@@ -279,6 +308,15 @@ class CassandraCrawlState:
     async def host_put_politeness(self, host: str, next_allowed_at: float, backoff_level: int,
                                   last_fetch_ms: float | None, crawl_delay_s: float | None) -> None:
         await self._exec(self._h_pol, (ts(next_allowed_at), backoff_level, last_fetch_ms, crawl_delay_s, host))
+
+    async def host_politeness_and_finish(self, host: str, next_allowed_at: float, backoff_level: int,
+                                         last_fetch_ms: float | None, crawl_delay_s: float | None,
+                                         part: int, url_fp: int, now: float) -> None:
+        """The host's timer (ending its lease), the queue row's delete and url_state.frontier_done_at:
+        one unlogged batch, one round trip."""
+        await self._exec_unlogged([
+            (self._h_pol, (ts(next_allowed_at), backoff_level, last_fetch_ms, crawl_delay_s, host)),
+            *self._finish_writes(part, host, url_fp, now)])
 
     async def host_put_lease(self, host: str, lease_id: str | None, url: str | None,
                              expires_at: float | None) -> None:
@@ -320,16 +358,26 @@ class CassandraCrawlState:
         await self._exec_unlogged([(self._u_disc, (host, fp, url, depth, ts(now), event_id or None))
                                    for fp, url in urls])
 
-    async def url_put_fetch(self, st: UrlState) -> None:
-        await self._exec(self._u_fetch, (st.url, st.depth, st.status, st.http_status, st.content_type,
-                                         st.content_hash, st.simhash, st.storage_key, st.etag, st.last_modified,
-                                         ts(st.fetched_at), st.fetch_count, st.canonical_url, st.host, st.url_fp))
+    def _fetch_write(self, st: UrlState) -> _Write:
+        return self._u_fetch, (st.url, st.depth, st.status, st.http_status, st.content_type, st.content_hash,
+                               st.simhash, st.storage_key, st.etag, st.last_modified, ts(st.fetched_at),
+                               st.fetch_count, st.canonical_url, st.host, st.url_fp)
 
-    async def url_put_schedule(self, host: str, url_fp: int, interval_s: float, next_visit_at: float,
-                               change_count: int, last_changed_at: float | None,
-                               sched_hash: str | None) -> None:
-        await self._exec(self._u_sched, (interval_s, ts(next_visit_at), change_count, ts(last_changed_at),
-                                         sched_hash, host, url_fp))
+    async def url_put_fetch(self, st: UrlState) -> None:
+        await self._exec(*self._fetch_write(st))
+
+    async def url_put_fetch_and_simhash(self, st: UrlState) -> None:
+        """A new canonical page: its url_state row and its 4 simhash_blocks rows, one unlogged batch."""
+        if st.simhash is None:
+            raise ValueError(f"no simhash to index for {st.url}")
+        await self._exec_unlogged([*self._simhash_writes(st.simhash, st.url), self._fetch_write(st)])
+
+    async def url_put_schedule_and_due(self, host: str, url_fp: int, url: str, depth: int, interval_s: float,
+                                       next_visit_at: float, change_count: int, last_changed_at: float | None,
+                                       sched_hash: str | None) -> None:
+        await self._exec_unlogged([(self._u_sched, (interval_s, ts(next_visit_at), change_count, ts(last_changed_at),
+                                                    sched_hash, host, url_fp)),
+                                   self._due_write(next_visit_at, host, url_fp, url, depth)])
 
     # ---------------------------------------------------------------- content dedup
     async def content_claim(self, content_hash: str, url: str, storage_key: str, now: float) -> str:
@@ -341,21 +389,24 @@ class CassandraCrawlState:
         return url
 
     async def simhash_candidates(self, simhash: int) -> list[tuple[int, str]]:
-        results = await asyncio.gather(*(self._exec(self._s_get, (b, v)) for b, v in _u16_blocks(simhash)))
-        seen: dict[str, int] = {}
-        for rows in results:
-            for r in rows:
-                seen[r.url] = r.simhash
-        return [(fp, url) for url, fp in seen.items()]
+        rows = await self._exec(self._s_get, _candidate_keys(simhash))
+        # Every distinct (simhash, url): a page that changed has a row per fingerprint it had, and
+        # keeping one per URL could drop the one within distance.
+        return list(dict.fromkeys((r.simhash, r.url) for r in rows))
+
+    def _simhash_writes(self, simhash: int, url: str) -> list[_Write]:
+        return [(self._s_put, (b, v, _signed(simhash), url)) for b, v in _u16_blocks(simhash)]
 
     async def simhash_add(self, simhash: int, url: str) -> None:
         # One unlogged batch of the 4 block rows: one request instead of four (each row is idempotent).
-        await self._exec_unlogged([(self._s_put, (b, v, _signed(simhash), url)) for b, v in _u16_blocks(simhash)])
+        await self._exec_unlogged(self._simhash_writes(simhash, url))
 
     # ---------------------------------------------------------------- due index
+    def _due_write(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int) -> _Write:
+        return self._d_put, (int(next_visit_at // DUE_BUCKET_S), ts(next_visit_at), host, url_fp, url, depth)
+
     async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None:
-        await self._exec(self._d_put, (int(next_visit_at // DUE_BUCKET_S), ts(next_visit_at), host, url_fp, url,
-                                       depth))
+        await self._exec(*self._due_write(next_visit_at, host, url_fp, url, depth))
 
     async def due_range(self, start: float, end: float, limit: int) -> list[DueRow]:
         out: list[DueRow] = []

@@ -32,6 +32,7 @@ from streamcrawl_contracts.messages import DeadLetter, Envelope
 from streamcrawl_contracts.topics import DEAD_LETTER, TopicSpec
 
 from streamcrawl_runtime.errors import is_transient
+from streamcrawl_runtime.metrics import Children
 
 log = logging.getLogger("streamcrawl.loop")
 
@@ -39,6 +40,9 @@ MESSAGES = Counter("streamcrawl_messages_total", "Records processed", ["service"
 OUTPUTS = Counter("streamcrawl_outputs_total", "Records produced", ["service", "topic"])
 HANDLE_SECONDS = Histogram("streamcrawl_handle_seconds", "Handler time per record", ["service"])
 IN_FLIGHT = Gauge("streamcrawl_in_flight", "Records being handled", ["service"])
+# Per-record label lookups, done once per label values (see streamcrawl_runtime.metrics).
+_MESSAGES, _OUTPUTS = Children(MESSAGES), Children(OUTPUTS)
+_HANDLE_SECONDS, _IN_FLIGHT = Children(HANDLE_SECONDS), Children(IN_FLIGHT)
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,10 @@ class Record:
     offset: int
     key: str | None
     value: bytes
+    # True when the record was produced after this process was assigned its partition, so no other
+    # instance (a crashed or revoked previous owner) can have handled it before; False = maybe a replay.
+    # Lets a handler skip a replay check for new records. Unknown (no watermark) counts as False.
+    fresh: bool = False
 
 
 class Handler(Protocol):
@@ -148,7 +156,9 @@ class RunLoop:
             **config.consumer_overrides,
         })
         self._offsets: dict[tuple[str, int], _PartitionOffsets] = defaultdict(_PartitionOffsets)
+        self._fresh_from: dict[tuple[str, int], int] = {}  # (topic, partition) → log end when assigned
         self._key_chains: dict[tuple[int, str | None], deque[Record]] = {}
+        self._waiting = 0  # records queued behind a key that is being handled (sum of the chains' lengths)
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = False
         self._paused = False
@@ -205,7 +215,7 @@ class RunLoop:
                 if now - last_stats >= 30.0:  # a heartbeat that shows a stuck or saturated loop at a glance
                     last_stats = now
                     log.info("loop", extra={"in_flight": len(self._tasks), "handled": self.handled,
-                                            "waiting_on_key": sum(len(c) for c in self._key_chains.values()),
+                                            "waiting_on_key": self._waiting,
                                             "paused": self._paused, "assigned": len(self._assigned)})
                 await asyncio.sleep(0 if msgs else (0.005 if busy else 0.01))
             log.info("draining", extra={"in_flight": len(self._tasks)})
@@ -226,6 +236,23 @@ class RunLoop:
         self._assigned = list(partitions)
         self._pending_assign.extend(sorted({p.partition for p in partitions}))
         self._paused = False
+        self._note_fresh_from(consumer, partitions)
+
+    def _note_fresh_from(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Remember each new partition's log end: records from there on were produced after this
+        assignment. Eager assignment revokes every previous owner first (a dead one is only replaced
+        after its session timed out), so any record another instance may have handled lies below it.
+        A failed lookup leaves the partition without a mark: its records all count as maybe-replays."""
+        for tp in partitions:
+            try:
+                _low, high = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition),
+                                                            timeout=5.0, cached=False)
+            except Exception as exc:
+                log.warning("watermark lookup failed", extra={"topic": tp.topic, "partition": tp.partition,
+                                                              "error": str(exc)[:200]})
+                self._fresh_from.pop((tp.topic, tp.partition), None)
+                continue
+            self._fresh_from[(tp.topic, tp.partition)] = high
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Commit what is done before the partitions move, then forget their trackers: the new owner
@@ -236,6 +263,7 @@ class RunLoop:
             log.warning("commit on revoke failed", exc_info=True)
         for tp in partitions:
             self._offsets.pop((tp.topic, tp.partition), None)
+            self._fresh_from.pop((tp.topic, tp.partition), None)
         self._pending_revoke.extend(sorted({p.partition for p in partitions}))
         self._assigned = [tp for tp in self._assigned if tp not in partitions]
 
@@ -248,8 +276,10 @@ class RunLoop:
             await self.handler.on_assign(sorted(set(assigned)))
 
     def _backpressure(self) -> None:
-        n = len(self._tasks) + sum(len(c) for c in self._key_chains.values())
-        IN_FLIGHT.labels(self.cfg.service).set(n)
+        # Counted, not summed over the chains: this runs on every pass of the loop, and a fetcher
+        # holds a chain per host it is working on.
+        n = len(self._tasks) + self._waiting
+        _IN_FLIGHT(self.cfg.service).set(n)
         if not self._paused and n >= self.cfg.max_in_flight and self._assigned:
             self.consumer.pause(self._assigned)
             self._paused = True
@@ -267,13 +297,16 @@ class RunLoop:
                 log.warning("consumer error", extra={"error": str(err)})
             return
         key = msg.key()
-        rec = Record(msg.topic() or "", msg.partition() or 0, msg.offset() or 0,
-                     key.decode("utf-8", "replace") if isinstance(key, bytes) else key, msg.value() or b"")
+        topic, part, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
+        fresh_from = self._fresh_from.get((topic, part))
+        rec = Record(topic, part, offset, key.decode("utf-8", "replace") if isinstance(key, bytes) else key,
+                     msg.value() or b"", fresh=fresh_from is not None and offset >= fresh_from)
         self._offsets[(rec.topic, rec.partition)].start(rec.offset)
         chain_key = (rec.partition, rec.key)
         chain = self._key_chains.get(chain_key)
         if chain is not None:  # same key already being handled: keep offset order
             chain.append(rec)
+            self._waiting += 1
             return
         self._key_chains[chain_key] = deque()
         self._spawn(rec)
@@ -293,6 +326,7 @@ class RunLoop:
             chain_key = (rec.partition, rec.key)
             chain = self._key_chains.get(chain_key)
             if chain:
+                self._waiting -= 1
                 self._spawn(chain.popleft())
             else:
                 self._key_chains.pop(chain_key, None)
@@ -314,7 +348,7 @@ class RunLoop:
             except Exception as exc:
                 if is_transient(exc):
                     # An engine is down: wait and retry, never dead-letter, never commit past it.
-                    MESSAGES.labels(self.cfg.service, rec.topic, "retry").inc()
+                    _MESSAGES(self.cfg.service, rec.topic, "retry").inc()
                     log.warning("transient failure, retrying", extra={"topic": rec.topic, "error": repr(exc)[:300]})
                     await asyncio.sleep(self.cfg.transient_backoff_s * min(2 ** min(attempts, 5), 30))
                     attempts += 1 if attempts < 5 else 0
@@ -326,14 +360,14 @@ class RunLoop:
                     self._dead_letter(rec, f"handler failed {attempts}x: {exc!r}"[:1000], exc)
                     return
                 continue
-            HANDLE_SECONDS.labels(self.cfg.service).observe(time.perf_counter() - t0)
+            _HANDLE_SECONDS(self.cfg.service).observe(time.perf_counter() - t0)
             self._produce(outputs)
-            MESSAGES.labels(self.cfg.service, rec.topic, "ok").inc()
+            _MESSAGES(self.cfg.service, rec.topic, "ok").inc()
             self.handled += 1
             return
 
     def _dead_letter(self, rec: Record, reason: str, exc: BaseException) -> None:
-        MESSAGES.labels(self.cfg.service, rec.topic, "dead_letter").inc()
+        _MESSAGES(self.cfg.service, rec.topic, "dead_letter").inc()
         log.error("dead letter", extra={"topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
                                         "reason": reason[:300]})
         dl = DeadLetter(service=self.cfg.service, source_topic=rec.topic, partition=rec.partition,
@@ -358,7 +392,7 @@ class RunLoop:
                     break
                 except BufferError:  # local queue full: serve delivery reports, then retry
                     self.producer.poll(0.1)
-            OUTPUTS.labels(self.cfg.service, out.topic.name).inc()
+            _OUTPUTS(self.cfg.service, out.topic.name).inc()
         self.producer.poll(0)
 
     async def _tick(self) -> None:

@@ -54,6 +54,7 @@ from streamcrawl_core.urls import UrlError, host_of, normalize
 from streamcrawl_runtime.crawl_state import CrawlState, UrlState
 from streamcrawl_runtime.errors import PoisonMessage
 from streamcrawl_runtime.kafka_loop import Output, Record
+from streamcrawl_runtime.metrics import Children
 
 from streamcrawl_dedup.seen import SeenSet
 
@@ -61,6 +62,7 @@ log = logging.getLogger("streamcrawl.dedup")
 
 URL_DECISIONS = Counter("streamcrawl_dedup_urls_total", "Candidate URL decisions", ["decision"])
 PAGES = Counter("streamcrawl_dedup_pages_total", "Parsed page decisions", ["decision"])
+_URL_DECISION, _PAGE = Children(URL_DECISIONS), Children(PAGES)  # .labels() once per decision
 BUDGET_FLUSH_FAILURES = Counter("streamcrawl_dedup_budget_flush_failures_total",
                                 "Host budget counts that could not be written to host_state")
 
@@ -184,7 +186,7 @@ class DedupHandler:
     async def _candidates(self, record: Record, batch: UrlCandidates) -> Sequence[Output]:
         host = batch.host
         if self._blocked(host):
-            URL_DECISIONS.labels("blocked").inc(len(batch.urls))
+            _URL_DECISION("blocked").inc(len(batch.urls))
             return []
         priority = 0 if batch.source_url.startswith("seed:") else min(9, 1 + batch.depth)
         out: list[Output] = []
@@ -192,11 +194,11 @@ class DedupHandler:
         for url, url_fp in zip(batch.urls, batch.url_fps, strict=True):
             reason = check_url(url, batch.depth, self.traps) or self.params.observe(host, url)
             if reason is not None:
-                URL_DECISIONS.labels(f"trap_{reason}").inc()
+                _URL_DECISION(f"trap_{reason}").inc()
                 continue
             verdict = await self.seen.check_and_add(record.partition, host, url_fp, batch.event_id)
             if verdict == "seen":
-                URL_DECISIONS.labels("seen").inc()
+                _URL_DECISION("seen").inc()
                 continue
             if verdict == "new":
                 cycle = int(time.time() // self.cycle_s)
@@ -205,12 +207,12 @@ class DedupHandler:
                     self.budget.forget_before(cycle)
                 await self._load_budget(record.partition, host)
                 if not self.budget.try_consume(host, self.cycle):
-                    URL_DECISIONS.labels("over_budget").inc()
+                    _URL_DECISION("over_budget").inc()
                     continue
                 if record.partition in self._owned:  # not a record finishing after its partition moved
                     self._budget_dirty[host] = record.partition
                 admitted.append((url_fp, url))
-            URL_DECISIONS.labels(verdict).inc()
+            _URL_DECISION(verdict).inc()
             out.append(Output(URLS, host, UrlMessage(url=url, host=host, url_fp=url_fp, depth=batch.depth,
                                                      priority=priority, kind="discovery",
                                                      via=batch.source_url, replayed=verdict == "replay")))
@@ -244,7 +246,7 @@ class DedupHandler:
                 url = normalize(url)
                 host = host_key(host_of(url))
             except UrlError:
-                URL_DECISIONS.labels("malformed").inc()
+                _URL_DECISION("malformed").inc()
                 continue
             group = by_host.setdefault(host, {})
             if url not in group:
@@ -265,7 +267,12 @@ class DedupHandler:
             # own write as "unchanged", or a crash between the state write and the publish loses the page.
             if prev.status == "duplicate":
                 return []
-            PAGES.labels("replayed").inc()
+            if page.simhash is not None:
+                # The first handling's url_state row may have landed without its simhash_blocks rows (one
+                # unlogged batch, not atomic: see below) and this path skips the near-duplicate step, so
+                # write them again: idempotent, and a page that is no duplicate belongs in the index.
+                await self.state.simhash_add(page.simhash, page.url)
+            _PAGE("replayed").inc()
             return self._publish(page, changed=prev.fetch_count > 1)
         changed = prev is None or prev.content_hash != page.content_hash
         fetch_count = (prev.fetch_count if prev else 0) + 1
@@ -274,23 +281,32 @@ class DedupHandler:
             # its own hash in content_index, so the claim below would wrongly make it canonical).
             prev.fetched_at, prev.fetch_count = fetched_at, fetch_count
             await self.state.url_put_fetch(prev)
-            PAGES.labels("duplicate").inc()
+            _PAGE("duplicate").inc()
             return []
         canonical = await self.state.content_claim(page.content_hash, page.url, page.storage_key, now)
         duplicate_of: str | None = canonical if canonical != page.url else None
-        if duplicate_of is None and page.simhash is not None and changed:
+        index = duplicate_of is None and page.simhash is not None and changed
+        if index:
             duplicate_of = await self._near_duplicate(page)
+            index = duplicate_of is None
         st = UrlState(page.host, page.url_fp, page.url, page.depth, "duplicate" if duplicate_of else "fetched",
                       page.http_status, page.content_type, page.content_hash, page.simhash, page.storage_key,
                       page.etag, page.last_modified, fetched_at, fetch_count, canonical_url=duplicate_of)
-        await self.state.url_put_fetch(st)
+        if index:
+            # A new canonical page: its simhash_blocks rows and url_state row in one unlogged batch (idempotent
+            # upserts). If the request fails the loop retries the message. If only part of it landed: without
+            # the url_state row the retry takes this path again; with it, the retry is a replay (above),
+            # which rewrites the simhash rows.
+            await self.state.url_put_fetch_and_simhash(st)
+        else:
+            await self.state.url_put_fetch(st)
         if duplicate_of is not None:
-            PAGES.labels("duplicate").inc()
+            _PAGE("duplicate").inc()
             return []
         if not changed:
-            PAGES.labels("unchanged").inc()
+            _PAGE("unchanged").inc()
             return []
-        PAGES.labels("new" if prev is None or prev.content_hash is None else "changed").inc()
+        _PAGE("new" if prev is None or prev.content_hash is None else "changed").inc()
         return self._publish(page, changed=prev is not None and prev.content_hash is not None)
 
     def _publish(self, page: ParsedPage, changed: bool) -> list[Output]:
@@ -304,12 +320,15 @@ class DedupHandler:
         return out
 
     async def _near_duplicate(self, page: ParsedPage) -> str | None:
+        """The URL of an indexed page within simhash_distance bits of this one, if any (a read only: the
+        caller indexes a page that has none)."""
         assert page.simhash is not None
         fp = from_signed64(page.simhash)
+        # The candidates are a superset (one IN read over block numbers × block values also returns e.g. a
+        # page whose block 0 equals this page's block 1): only the Hamming distance below makes a duplicate.
         for other_fp, other_url in await self.state.simhash_candidates(page.simhash):
             if other_url != page.url and hamming(fp, from_signed64(other_fp)) <= self.simhash_distance:
                 return other_url
-        await self.state.simhash_add(page.simhash, page.url)
         return None
 
     async def _fetch_result(self, res: FetchResult) -> Sequence[Output]:

@@ -34,6 +34,11 @@ class DnsError(Exception):
         super().__init__(f"{reason}: {host}")
         self.reason = reason
 
+    @property
+    def transient(self) -> bool:
+        """SERVFAIL, a timeout or a resolver error may clear up; NXDOMAIN and NODATA are answers."""
+        return self.reason not in ("NXDOMAIN", "no_address")
+
 
 class AddressNotAllowed(Exception):
     """The name resolved to an address outside `allowed_networks`: we refuse to connect."""
@@ -72,6 +77,7 @@ class Resolver:
         self.max_entries = max_entries
         self.clock = clock
         self._cache: OrderedDict[str, _Entry] = OrderedDict()
+        self._allowed_ips: set[str] = set()  # addresses already found inside allowed_networks
         self._system = server == "system"
         self._dns: dns.asyncresolver.Resolver | None = None
         if not self._system:
@@ -84,22 +90,27 @@ class Resolver:
             self._dns = r
 
     def check_allowed(self, ip: str) -> None:
-        if not self.allowed:
+        if not self.allowed or ip in self._allowed_ips:
             return
         addr = ipaddress.ip_address(ip)
         if not any(addr in net for net in self.allowed):
             raise AddressNotAllowed(f"address {ip} is outside allowed_networks")
+        if len(self._allowed_ips) >= self.max_entries:  # parsing an address costs more than the lookup
+            self._allowed_ips.clear()
+        self._allowed_ips.add(ip)
 
     async def resolve(self, host: str) -> str:
         """An IP for `host` (an IP literal is returned as is). Raises DnsError or AddressNotAllowed."""
         literal = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-        try:
-            ipaddress.ip_address(literal)
-        except ValueError:
-            pass
-        else:
-            self.check_allowed(literal)
-            return literal
+        # Only a name that could be an address is parsed (a failed parse raises twice, v4 then v6).
+        if ":" in literal or literal[:1].isdigit():
+            try:
+                ipaddress.ip_address(literal)
+            except ValueError:
+                pass
+            else:
+                self.check_allowed(literal)
+                return literal
         now = self.clock()
         entry = self._cache.get(host)
         if entry is not None and entry.expires_at > now:

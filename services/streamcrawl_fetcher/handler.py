@@ -1,5 +1,8 @@
 """FetchRequest → FetchResult: lease check, DNS, robots, soft-404 probe, conditional GET, body to the blob store.
 
+A fetched body is written to the blob store before its result is emitted; when its stored (gzip) form is
+at most `FetchPolicy.inline_body_max_bytes` it is also carried in the result (`body_gz`) for the parser.
+
 Outcomes that need no page request: lease_expired, dns_error, robots_unavailable, robots_disallowed and
 robots_fetched (robots.txt was not cached, so this lease was spent fetching it; the frontier re-queues).
 With `status` on robots_* results = the robots.txt status when it was fetched for this request.
@@ -42,6 +45,7 @@ from streamcrawl_runtime.kafka_loop import Output, Record, StatelessHandler
 from streamcrawl_fetcher.dns import AddressNotAllowed, DnsError
 from streamcrawl_fetcher.fetch import HttpFetcher, HttpResponse, NetworkError
 from streamcrawl_fetcher.robots_cache import NO_SOFT404, RobotsCache
+from streamcrawl_fetcher.settings import DEFAULT_INLINE_BODY_MAX_BYTES
 
 log = logging.getLogger("streamcrawl.fetcher")
 
@@ -51,6 +55,9 @@ FETCH_SECONDS = Histogram("streamcrawl_fetcher_fetch_seconds", "Page request wal
                           buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120))
 BODY_BYTES = Counter("streamcrawl_fetcher_body_bytes", "Decoded body bytes downloaded")
 STORED_BYTES = Counter("streamcrawl_fetcher_stored_bytes", "Body bytes newly written to the blob store")
+INLINE_BODIES = Counter("streamcrawl_fetcher_inline_bodies",
+                        "Fetched bodies carried in the FetchResult (inline) or left to S3 only (over the cap)",
+                        ["where"])
 SOFT404 = Counter("streamcrawl_fetcher_soft404", "Pages classified as soft 404s (not stored, not parsed)")
 SOFT404_PROBES = Counter("streamcrawl_fetcher_soft404_probes",
                          "Soft-404 probe answers: signature, none (no soft 404s) or disallowed (not probed)",
@@ -60,6 +67,7 @@ SOFT404_PROBES = Counter("streamcrawl_fetcher_soft404_probes",
 @dataclass(frozen=True)
 class FetchPolicy:
     max_body_bytes: int = 10 * 1024 * 1024
+    inline_body_max_bytes: int = DEFAULT_INLINE_BODY_MAX_BYTES  # stored (gzip) size; 0 = never inline
     robots_max_bytes: int = 500 * 1024
     robots_max_redirects: int = 5
     max_early_s: float = 5.0  # the longest wait for a request's not_before (the frontier uses ~0.3 s)
@@ -80,7 +88,7 @@ class FetcherHandler(StatelessHandler):
     async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
         if not isinstance(message, FetchRequest):
             return ()
-        result = await self.fetch(message)
+        result = await self.fetch(message, maybe_replay=not record.fresh)
         RESULTS.labels(result.outcome).inc()
         log.info("fetched", extra={"url": message.url, "outcome": result.outcome, "status": result.status,
                                    "fetch_s": round(result.fetch_s, 3)})
@@ -88,7 +96,9 @@ class FetcherHandler(StatelessHandler):
 
     # ------------------------------------------------------------------ the fetch
 
-    async def fetch(self, req: FetchRequest) -> FetchResult:
+    async def fetch(self, req: FetchRequest, maybe_replay: bool = True) -> FetchResult:
+        """Fetch under ``req``'s lease. ``maybe_replay=False`` (a request produced after this process
+        took its partition: no other instance can have fetched it) skips the lease read."""
         started = self.clock()
 
         async def turn() -> None:
@@ -114,11 +124,12 @@ class FetcherHandler(StatelessHandler):
             # Far too early (a clock jump, a bogus message): parking the host's key that long would stall
             # it, and sending now would break politeness. No request: the frontier re-queues the URL.
             return result("lease_expired", error=f"dispatched {req.not_before - started:.1f}s ahead of its time")
-        if await self.state.host_lease(req.host) != req.lease_id:
+        if maybe_replay and await self.state.host_lease(req.host) != req.lease_id:
             # Fencing: the frontier persists every lease before it sends the request and clears it when the
             # result arrives. A request replayed after a crash (at-least-once) whose lease is no longer the
             # host's current one was already done or superseded; fetching it again could land right next
-            # to the current lease's request.
+            # to the current lease's request. Only a record that may be a replay pays this read: one
+            # produced after this process took its partition (Record.fresh) was handled nowhere else.
             return result("lease_expired", error="lease superseded (replayed request)")
         try:
             url = normalize(req.url)
@@ -129,7 +140,7 @@ class FetcherHandler(StatelessHandler):
             # Resolve first: a dead name is a dns_error, not a robots_unavailable.
             await self.http.resolver.resolve(host_of(url))
         except DnsError as exc:
-            return result("dns_error", error=str(exc))
+            return _dns_failure(result, exc)
         except AddressNotAllowed as exc:
             return result("network_error", error=str(exc))
 
@@ -171,7 +182,7 @@ class FetcherHandler(StatelessHandler):
         try:
             resp = await self.http.get(req.url, self.policy.max_body_bytes, headers)
         except DnsError as exc:
-            return result("dns_error", error=str(exc), crawl_delay_s=delay)
+            return _dns_failure(result, exc, crawl_delay_s=delay)
         except (AddressNotAllowed, NetworkError) as exc:
             return result("network_error", error=str(exc), crawl_delay_s=delay,
                           fetch_s=time.perf_counter() - t0)
@@ -261,11 +272,15 @@ class FetcherHandler(StatelessHandler):
                     # The host's "not found" page served with 200: nothing to store, parse or publish.
                     SOFT404.inc()
                     return result("soft_404", content_length=len(resp.body), truncated=resp.truncated, **common)
-            digest, key, new = await asyncio.to_thread(self.blobs.put_page, resp.body)
-            if new:
+            # Stored before the result is emitted: a fetched result (and page_fetched) promises the blob.
+            stored = await asyncio.to_thread(self.blobs.store_page, resp.body)
+            if stored.new:
                 STORED_BYTES.inc(len(resp.body))
-            return result("fetched", content_hash=digest, storage_key=key, content_length=len(resp.body),
-                          truncated=resp.truncated, **common)
+            # A small body also rides along in the result, so the parser need not read it back.
+            inline = stored.data if len(stored.data) <= self.policy.inline_body_max_bytes else None
+            INLINE_BODIES.labels("inline" if inline is not None else "s3_only").inc()
+            return result("fetched", content_hash=stored.content_hash, storage_key=stored.key,
+                          content_length=len(resp.body), truncated=resp.truncated, body_gz=inline, **common)
         retry_after = None
         if resp.status in (429, 503):
             retry_after = parse_retry_after(h.get("retry-after"), self.clock())
@@ -295,3 +310,13 @@ def _text(body: bytes, content_type: str | None) -> str:
 
 def _joined(values: list[str]) -> str | None:
     return ", ".join(values) if values else None
+
+
+def _dns_failure(result: Callable[..., FetchResult], exc: DnsError, **fields: Any) -> FetchResult:
+    """NXDOMAIN/NODATA are answers: dns_error, the URL is done. A resolver that failed or did not answer
+    (SERVFAIL, timeout) says nothing about the name: network_error, which the frontier retries with the
+    host backed off; as a dns_error the URL would be dropped for the cycle (seen after a restart, when a
+    burst of cold lookups timed out)."""
+    if exc.transient:
+        return result("network_error", error=f"dns {exc}", **fields)
+    return result("dns_error", error=str(exc), **fields)

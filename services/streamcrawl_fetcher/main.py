@@ -41,7 +41,8 @@ def build_handler(settings: FetcherSettings, state: CassandraCrawlState | None =
                               crawl_delay_cap_s=settings.robots_crawl_delay_cap_s,
                               unreachable_retry_s=settings.robots_unreachable_retry_s)
     policy = FetchPolicy(max_body_bytes=settings.max_body_bytes, robots_max_bytes=robots_cfg.max_bytes,
-                         robots_max_redirects=robots_cfg.max_redirects)
+                         robots_max_redirects=robots_cfg.max_redirects,
+                         inline_body_max_bytes=settings.inline_body_max_bytes)
 
     politeness = PolitenessConfig(min_delay_s=settings.min_delay_s, delay_factor=settings.delay_factor)
 

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from pydantic import Field
 from streamcrawl_runtime.settings import StackSettings
 
 DEFAULT_USER_AGENT = "streamcrawl/0.1 (+https://github.com/streamcrawl/streamcrawl; crawler contact)"
+
+#: The largest inline_body_max_bytes accepted. A FetchResult carries the body as base64 (+33%): 384 KiB
+#: makes a message of ~525 kB, and its dead letter (the record base64-encoded again) ~700 kB, both under
+#: the 1 MB that Kafka brokers and librdkafka producers accept by default (message.max.bytes).
+INLINE_BODY_LIMIT = 384 * 1024
+DEFAULT_INLINE_BODY_MAX_BYTES = 256 * 1024
 
 
 class FetcherSettings(StackSettings):
@@ -20,6 +27,9 @@ class FetcherSettings(StackSettings):
     # Wall-clock cap on one request incl. body: a server dripping one byte every 29 s defeats read_timeout.
     total_timeout_s: float = 120.0
     max_body_bytes: int = 10 * 1024 * 1024
+    # A body whose stored (gzip) form is at most this size also travels inside its FetchResult (body_gz),
+    # so the parser does not read it back from S3 (it is still written there first). 0 = never inline.
+    inline_body_max_bytes: int = Field(default=DEFAULT_INLINE_BODY_MAX_BYTES, ge=0, le=INLINE_BODY_LIMIT)
     max_connections: int = 256
     verify_tls: bool = True
 

@@ -234,31 +234,44 @@ class FrontierHandler:
             level = snap.backoff_level if snap else 0
         if res.crawl_delay_s is not None:
             self._set_params(fr, res.host, res.crawl_delay_s)
+        meta = self.meta.get(res.url)
+        attempts = (meta.attempts if meta else 0) + 1
+        retry = self._retryable(res) and attempts < MAX_ATTEMPTS
+        if res.outcome not in LEASE_WITHOUT_PAGE and not retry:
+            # The URL is done: the host's timer (which also clears the lease in host_state) and the finish in
+            # one unlogged batch. Its writes are idempotent but it is not atomic, and either part alone is
+            # repaired by the replayed result. Politeness alone leaves no lease in host_state: the replay
+            # is a result without a lease and finishes the URL. The finish alone leaves the lease: a
+            # rebuilt frontier keeps the host blocked until it expires and the replay (same lease id)
+            # writes both again. A failed request fails the message; its retry writes both again.
+            await self.state.host_politeness_and_finish(res.host, nxt, level, res.fetch_s * 1000.0,
+                                                        res.crawl_delay_s, part, res.url_fp, time.time())
+            self._forget_url(fr, res.url)
+            return
         # (also clears the lease in host_state)
         await self.state.host_put_politeness(res.host, nxt, level, res.fetch_s * 1000.0, res.crawl_delay_s)
-        meta = self.meta.get(res.url)
         if res.outcome in LEASE_WITHOUT_PAGE:
             # Only robots.txt (or the soft-404 probe) was requested under this lease: the page goes back.
             fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=now)
             if meta is None:
                 self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part)
             return
-        attempts = (meta.attempts if meta else 0) + 1
-        if self._retryable(res) and attempts < MAX_ATTEMPTS:
-            RETRIED.inc()
-            fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=now)
-            self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part, attempts)
-            return
-        await self._finish_url(fr, part, res.host, res.url, res.url_fp)
+        RETRIED.inc()
+        fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=now)
+        self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part, attempts)
 
     @staticmethod
     def _retryable(res: FetchResult) -> bool:
         return res.outcome == "network_error" or (res.outcome == "http_error" and res.status in RETRY_STATUSES)
 
     async def _finish_url(self, fr: Frontier, part: int, host: str, url: str, url_fp: int) -> None:
-        """The URL is done for this cycle: drop its durable row; a queued copy (from a rebuild or a
-        replayed discovery) is skipped at dispatch."""
+        """The URL is done for this cycle: drop its durable row and mark it done in url_state."""
         await self.state.queue_finish(part, host, url_fp, time.time())
+        self._forget_url(fr, url)
+
+    def _forget_url(self, fr: Frontier, url: str) -> None:
+        """Once the finish is written: a queued copy (from a rebuild or a replayed discovery) is skipped
+        at dispatch."""
         self.meta.pop(url, None)
         if fr.is_known(url):
             self.cancelled.add(url)

@@ -1,5 +1,10 @@
 """FetchResult (outcome "fetched") → ParsedPage: read the body from the blob store, parse, fingerprint.
 
+The body comes from the result itself when the fetcher carried it (`body_gz`, the blob's stored form,
+decoded exactly as the blob store decodes it), else from the blob store. A body that does not decode
+fails the same way from either source (not transient: dead-lettered by the run loop); a corrupt inline
+body is not retried from S3.
+
 Non-HTML bodies (PDF, images, text/plain…) still produce a ParsedPage, with no links, title or SimHash,
 so that dedup records the fetch and its content hash. Every other outcome is ignored (no output).
 """
@@ -16,7 +21,7 @@ from prometheus_client import Counter, Histogram
 from streamcrawl_contracts.messages import Envelope, FetchResult, ParsedPage
 from streamcrawl_contracts.topics import PARSED
 from streamcrawl_core.simhash import simhash, to_signed64
-from streamcrawl_runtime.blobstore import BlobStore
+from streamcrawl_runtime.blobstore import BlobStore, decode_page
 from streamcrawl_runtime.errors import PoisonMessage
 from streamcrawl_runtime.kafka_loop import Output, Record, StatelessHandler
 
@@ -30,6 +35,8 @@ LINKS_DROPPED = Counter("streamcrawl_parser_links_dropped", "Links not emitted, 
 PARSE_SECONDS = Histogram("streamcrawl_parser_parse_seconds", "Parse time per page",
                           buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5))
 BODY_BYTES = Counter("streamcrawl_parser_body_bytes", "Body bytes parsed")
+BODY_SOURCE = Counter("streamcrawl_parser_body_source",
+                      "Where parsed bodies came from: inline (in the FetchResult) or s3", ["source"])
 
 
 def build_page(result: FetchResult, body: bytes, max_links: int = 1000,
@@ -66,11 +73,16 @@ class ParserHandler(StatelessHandler):
         if message.outcome != "fetched" or message.storage_key is None or message.content_hash is None:
             PAGES.labels("skipped").inc()
             return ()
-        try:
-            # S3 outages surface as TransientError (retried by the loop); a missing object cannot heal.
-            body = await asyncio.to_thread(self.blobs.get_page, message.storage_key)
-        except KeyError as exc:
-            raise PoisonMessage(f"body {message.storage_key} not in the blob store") from exc
+        if message.body_gz is not None:
+            body = await asyncio.to_thread(decode_page, message.body_gz)
+            BODY_SOURCE.labels("inline").inc()
+        else:
+            try:
+                # S3 outages surface as TransientError (retried by the loop); a missing object cannot heal.
+                body = await asyncio.to_thread(self.blobs.get_page, message.storage_key)
+            except KeyError as exc:
+                raise PoisonMessage(f"body {message.storage_key} not in the blob store") from exc
+            BODY_SOURCE.labels("s3").inc()
         t0 = time.perf_counter()
         page, outcome = await asyncio.to_thread(build_page, message, body, self.max_links,
                                                 self.simhash_max_chars)

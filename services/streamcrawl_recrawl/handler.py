@@ -23,10 +23,12 @@ from streamcrawl_core.recrawl import RecrawlConfig, next_interval
 from streamcrawl_runtime.crawl_state import CrawlState
 from streamcrawl_runtime.errors import PoisonMessage
 from streamcrawl_runtime.kafka_loop import Output, Record
+from streamcrawl_runtime.metrics import Children
 
 log = logging.getLogger("streamcrawl.recrawl")
 
 SCHEDULED = Counter("streamcrawl_recrawl_scheduled_total", "Next visits filed", ["change"])
+_SCHEDULED = Children(SCHEDULED)  # .labels() once per value
 EMITTED = Counter("streamcrawl_recrawl_emitted_total", "Due URLs sent to the frontier")
 
 
@@ -72,14 +74,18 @@ class RecrawlHandler:
         # Based on the fetch's own start time, so a replay files the same visit.
         visit_at = res.started_at + interval
         if st is not None and st.next_visit_at is not None and abs(st.next_visit_at - visit_at) > 0.001:
+            # A request of its own, landed before the schedule below: once url_state holds the new schedule a
+            # replay takes the path above, which re-files the new visit but no longer knows this old one.
             await self.state.due_delete(st.next_visit_at, res.host, res.url_fp)
         new_hash = res.content_hash if res.outcome == "fetched" else (st.sched_hash if st else None)
-        await self.state.url_put_schedule(res.host, res.url_fp, interval, visit_at,
-                                          (st.change_count if st else 0) + (1 if changed else 0),
-                                          res.started_at if changed else (st.last_changed_at if st else None),
-                                          new_hash)
-        await self.state.due_put(visit_at, res.host, res.url_fp, res.url, res.depth)
-        SCHEDULED.labels("first" if first else ("changed" if changed else "unchanged")).inc()
+        # The schedule and its due row in one unlogged batch (idempotent upserts, not atomic). The due row
+        # alone: the replay reads the old schedule and writes the same two rows. The schedule alone: the
+        # replay takes the path above, which files the due row (a discovery, not read, writes both again).
+        await self.state.url_put_schedule_and_due(res.host, res.url_fp, res.url, res.depth, interval, visit_at,
+                                                  (st.change_count if st else 0) + (1 if changed else 0),
+                                                  res.started_at if changed else (st.last_changed_at if st else None),
+                                                  new_hash)
+        _SCHEDULED("first" if first else ("changed" if changed else "unchanged")).inc()
         return []
 
     async def tick(self, now: float) -> Sequence[Output]:

@@ -1,6 +1,7 @@
 """Fetcher → parser on the real engines: a FetchRequest on Kafka becomes FetchResults (robots first, then
 the soft-404 probe, then the page, body in S3, robots and the probe answer in Cassandra host_state) and a
-ParsedPage. HTTP and DNS are local fakes.
+ParsedPage (from the body carried in the FetchResult: the parser reads nothing from S3). HTTP and DNS
+are local fakes.
 
 Output topics are redirected to per-test topics, so the test neither replays nor pollutes the shared
 crawl topics."""
@@ -85,9 +86,19 @@ def test_fetch_request_to_parsed_page(stack, cql, s3, unique):
     fetch_loop = RunLoop(LoopConfig("fetcher-it", f"fetcher-{unique}", {req_t: FetchRequest},
                                     stack.kafka_bootstrap, max_in_flight=16, resume_below=8),
                          Redirect(fetcher, res_spec))
+    # The parser's own store, counting body reads: a small page travels inside its FetchResult (body_gz).
+    parser_blobs = S3BlobStore(s3, stack.s3_bucket)
+    parser_reads: list[str] = []
+    s3_get_page = parser_blobs.get_page
+
+    def counted_get_page(key: str) -> bytes:
+        parser_reads.append(key)
+        return s3_get_page(key)
+
+    parser_blobs.get_page = counted_get_page  # type: ignore[method-assign]
     parse_loop = RunLoop(LoopConfig("parser-it", f"parser-{unique}", {res_t: FetchResult}, stack.kafka_bootstrap,
                                     max_in_flight=8, resume_below=4),
-                         Redirect(ParserHandler(blobs), parsed_spec))
+                         Redirect(ParserHandler(parser_blobs), parsed_spec))
 
     prod = Producer({"bootstrap.servers": stack.kafka_bootstrap, "partitioner": "murmur2_random"})
 
@@ -129,6 +140,8 @@ def test_fetch_request_to_parsed_page(stack, cql, s3, unique):
     fetched = results[2]
     assert fetched.status == 200 and fetched.etag == '"p1"' and fetched.storage_key
     assert blobs.get_page(fetched.storage_key) == page  # the body, read back from S3
+    assert fetched.body_gz is not None and fetched.body_gz == blobs.get_bytes(fetched.storage_key)  # and inline
+    assert parser_reads == []  # so the parser did not read it back
 
     (parsed,) = [ParsedPage.model_validate_json(v) for v in parsed_raw]
     assert parsed.url == url and parsed.title == f"Hello {unique}"

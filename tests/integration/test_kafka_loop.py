@@ -116,3 +116,51 @@ def test_round_trip_partitioning_commit_and_dead_letter(stack, unique):
     mine = [d for d in dead if d["source_topic"] == src]
     reasons = sorted(d["reason"].split(" ")[0] for d in mine)
     assert reasons == ["handler", "undecodable"], mine
+
+
+class Freshness(Echo):
+    """Remembers each record's ``fresh`` flag by host."""
+
+    def __init__(self, out: TopicSpec) -> None:
+        super().__init__(out)
+        self.fresh: dict[str, bool] = {}
+
+    async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
+        assert isinstance(message, SeedMessage)
+        self.fresh[message.url.split("/")[2]] = record.fresh
+        return []
+
+
+def test_records_produced_after_the_assignment_are_fresh(stack, unique):
+    """What was in the log when the partitions were assigned may have been handled by a previous owner
+    (fresh=False); what is produced afterwards cannot have been (fresh=True)."""
+    src, dst = f"t-fresh-{unique}", f"t-fresh-out-{unique}"
+    _make_topics(stack.kafka_bootstrap, src, dst)
+    handler = Freshness(TopicSpec(dst, Key.HOST, PARTS, 3600_000, "test"))
+    prod = Producer({"bootstrap.servers": stack.kafka_bootstrap, "partitioner": "murmur2_random"})
+
+    def send(hosts: list[str]) -> None:
+        for h in hosts:
+            prod.produce(src, key=h.encode(), value=SeedMessage(url=f"http://{h}/").model_dump_json().encode())
+        assert prod.flush(30) == 0
+
+    old = [f"old{i}.{unique}.test" for i in range(12)]
+    new = [f"new{i}.{unique}.test" for i in range(12)]
+    send(old)
+    loop = RunLoop(LoopConfig(service="test", group_id=f"g-{unique}", subscriptions={src: SeedMessage},
+                              bootstrap=stack.kafka_bootstrap, commit_interval_s=0.2), handler)
+
+    async def drive() -> None:
+        task = asyncio.create_task(loop.run(install_signals=False))
+        deadline = time.time() + 60
+        while len(handler.fresh) < len(old) and time.time() < deadline:
+            await asyncio.sleep(0.2)
+        send(new)
+        while len(handler.fresh) < len(old) + len(new) and time.time() < deadline:
+            await asyncio.sleep(0.2)
+        loop.stop()
+        await task
+
+    asyncio.run(drive())
+    assert {h: handler.fresh.get(h) for h in old} == dict.fromkeys(old, False)
+    assert {h: handler.fresh.get(h) for h in new} == dict.fromkeys(new, True)

@@ -11,36 +11,9 @@ from typing import Any
 
 from streamcrawl_runtime.crawl_state import CassandraCrawlState
 
+from .fake_session import FakeSession
+
 CQL_DIR = Path(__file__).resolve().parents[3] / "schemas" / "cql"
-
-
-class FakeResponse:
-    has_more_pages = False
-
-    def __init__(self, rows: list[Any]) -> None:
-        self.rows = rows
-
-    def add_callbacks(self, ok: Any, err: Any) -> None:
-        ok(self.rows)
-
-
-class Prepared(str):
-    """The CQL text, with room for statement attributes (fetch_size)."""
-
-
-class FakeSession:
-    """prepare() returns the CQL text itself; execute_async logs (cql, params) and answers canned rows."""
-
-    def __init__(self) -> None:
-        self.executed: list[tuple[str, tuple[Any, ...]]] = []
-        self.rows: dict[str, list[Any]] = {}
-
-    def prepare(self, cql: str) -> Prepared:
-        return Prepared(cql)
-
-    def execute_async(self, stmt: str, params: tuple[Any, ...]) -> FakeResponse:
-        self.executed.append((stmt, params))
-        return FakeResponse(self.rows.get(stmt, []))
 
 
 def host_row(**cols: Any) -> SimpleNamespace:

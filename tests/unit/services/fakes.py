@@ -26,6 +26,7 @@ from streamcrawl_runtime.crawl_state import (  # the adapter's own block layout
     HostState,
     QueuedUrl,
     UrlState,
+    _candidate_keys,
     _signed,
     _u16_blocks,
 )
@@ -47,7 +48,8 @@ class FakeCrawlState:
         self.robots_writes = 0
         self.queue: dict[tuple[int, str, int], QueuedUrl] = {}
         self.content: dict[str, str] = {}  # content_hash -> canonical url
-        self.simhash_blocks: dict[tuple[int, int], dict[str, int]] = {}  # (block, value) -> url -> signed fp
+        # (block, value) -> {(signed fp, url)}: the table's clustering key, so a URL keeps a row per fingerprint
+        self.simhash_blocks: dict[tuple[int, int], dict[tuple[int, str], None]] = {}
         self.due: dict[tuple[float, str, int], str] = {}  # (next_visit_at, host, url_fp) -> url
         self.due_depth: dict[tuple[float, str, int], int] = {}
         self.overrides: dict[str, HostOverrideRow] = {}
@@ -87,6 +89,9 @@ class FakeCrawlState:
 
     async def queue_finish(self, part: int, host: str, url_fp: int, now: float) -> None:
         self.calls.append(("queue_finish", host, url_fp))
+        self._finish(part, host, url_fp, now)
+
+    def _finish(self, part: int, host: str, url_fp: int, now: float) -> None:
         self.queue.pop((part, host, url_fp), None)
         row = self.urls.get((host, url_fp))
         if row is not None:  # like the CQL UPDATE, which would create the row: only mark known URLs here
@@ -99,6 +104,17 @@ class FakeCrawlState:
     async def host_put_politeness(self, host: str, next_allowed_at: float, backoff_level: int,
                                   last_fetch_ms: float | None, crawl_delay_s: float | None) -> None:
         self.calls.append(("host_put_politeness", host, next_allowed_at, backoff_level))
+        self._politeness(host, next_allowed_at, backoff_level, last_fetch_ms, crawl_delay_s)
+
+    async def host_politeness_and_finish(self, host: str, next_allowed_at: float, backoff_level: int,
+                                         last_fetch_ms: float | None, crawl_delay_s: float | None,
+                                         part: int, url_fp: int, now: float) -> None:
+        self.calls.append(("host_politeness_and_finish", host, next_allowed_at, backoff_level, url_fp))  # one request
+        self._politeness(host, next_allowed_at, backoff_level, last_fetch_ms, crawl_delay_s)
+        self._finish(part, host, url_fp, now)
+
+    def _politeness(self, host: str, next_allowed_at: float, backoff_level: int, last_fetch_ms: float | None,
+                    crawl_delay_s: float | None) -> None:
         hs = self.hosts.setdefault(host, HostState(host))
         hs.next_allowed_at, hs.backoff_level = _ms(next_allowed_at), backoff_level
         hs.last_fetch_ms, hs.crawl_delay_s = last_fetch_ms, crawl_delay_s
@@ -135,37 +151,57 @@ class FakeCrawlState:
 
     async def url_put_fetch(self, st: UrlState) -> None:
         self.calls.append(("url_put_fetch", st.host, st.url, st.status))
+        self._put_fetch(st)
+
+    async def url_put_fetch_and_simhash(self, st: UrlState) -> None:
+        self.calls.append(("url_put_fetch_and_simhash", st.host, st.url, st.status))  # one request
+        assert st.simhash is not None
+        self._put_fetch(st)
+        self._put_simhash(st.simhash, st.url)
+
+    def _put_fetch(self, st: UrlState) -> None:
         row = self._url(st.host, st.url_fp, st.url)
         for name in ("url", "depth", "status", "http_status", "content_type", "content_hash", "simhash",
                      "storage_key", "etag", "last_modified", "fetch_count", "canonical_url"):
             setattr(row, name, getattr(st, name))
         row.fetched_at = _ms(st.fetched_at)
 
-    async def url_put_schedule(self, host: str, url_fp: int, interval_s: float, next_visit_at: float,
-                               change_count: int, last_changed_at: float | None,
-                               sched_hash: str | None) -> None:
-        self.calls.append(("url_put_schedule", host, url_fp, interval_s, next_visit_at))
+    async def url_put_schedule_and_due(self, host: str, url_fp: int, url: str, depth: int, interval_s: float,
+                                       next_visit_at: float, change_count: int, last_changed_at: float | None,
+                                       sched_hash: str | None) -> None:
+        self.calls.append(("url_put_schedule_and_due", next_visit_at, host, url_fp, interval_s))  # one request
         row = self.urls.setdefault((host, url_fp), UrlState(host, url_fp, ""))
         row.change_interval_s, row.next_visit_at = interval_s, _ms(next_visit_at)
         row.change_count, row.last_changed_at, row.sched_hash = change_count, _ms(last_changed_at), sched_hash
+        self._due(next_visit_at, host, url_fp, url, depth)
 
     # ---------------------------------------------------------------- content dedup
     async def content_claim(self, content_hash: str, url: str, storage_key: str, now: float) -> str:
         return self.content.setdefault(content_hash, url)
 
     async def simhash_candidates(self, simhash: int) -> list[tuple[int, str]]:
-        seen: dict[str, int] = {}
-        for key in _u16_blocks(simhash):
-            seen.update(self.simhash_blocks.get(key, {}))
-        return [(fp, url) for url, fp in seen.items()]
+        # Like the CQL read (block IN ? AND value IN ?): the cartesian product of the IN lists, a superset.
+        blocks, values = _candidate_keys(simhash)
+        found: dict[tuple[int, str], None] = {}
+        for b in blocks:
+            for v in values:
+                found.update(self.simhash_blocks.get((b, v), {}))
+        return list(found)
 
     async def simhash_add(self, simhash: int, url: str) -> None:
+        self.calls.append(("simhash_add", simhash, url))
+        self._put_simhash(simhash, url)
+
+    def _put_simhash(self, simhash: int, url: str) -> None:
         for key in _u16_blocks(simhash):
-            self.simhash_blocks.setdefault(key, {})[url] = _signed(simhash)
+            self.simhash_blocks.setdefault(key, {})[(_signed(simhash), url)] = None
 
     # ---------------------------------------------------------------- due index
     async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None:
         self.calls.append(("due_put", next_visit_at, host, url_fp))
+        self._due(next_visit_at, host, url_fp, url, depth)
+
+    def _due(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int) -> None:
         self.due[(_ms(next_visit_at) or 0.0, host, url_fp)] = url
         self.due_depth[(_ms(next_visit_at) or 0.0, host, url_fp)] = depth
 

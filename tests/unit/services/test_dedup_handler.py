@@ -16,9 +16,9 @@ from streamcrawl_core.simhash import to_signed64
 from streamcrawl_core.traps import TrapConfig
 from streamcrawl_dedup.handler import DedupHandler
 from streamcrawl_dedup.seen import SeenSet, offset_key, snapshot_key
-from streamcrawl_runtime.blobstore import MemoryBlobStore
+from streamcrawl_runtime.blobstore import MemoryBlobStore, encode_page
 from streamcrawl_runtime.crawl_state import HostState
-from streamcrawl_runtime.errors import PoisonMessage
+from streamcrawl_runtime.errors import PoisonMessage, TransientError
 from streamcrawl_runtime.kafka_loop import Output, Record
 
 from .fakes import FakeCrawlState
@@ -233,6 +233,76 @@ def test_near_duplicate_within_three_bits(flip_bits: int, dup: bool) -> None:
         assert len(published(outs)) == 1 and st.status == "fetched"
 
 
+def test_a_block_value_matching_another_block_is_a_candidate_but_not_a_duplicate() -> None:
+    # The near-duplicate read is block IN (0..3) AND value IN (the 4 block values): a superset. FAR's block 0
+    # is SIM's block 1 and its other blocks are SIM's inverted (51 bits away): returned, then filtered out.
+    far = to_signed64(0x0F0F_EDCB_7FFF_8000)
+    rig = Rig()
+    assert published(rig.page("http://a.test/far", "h1", simhash=far))
+    assert rig.run(rig.state.simhash_candidates(SIM)) == [(far, "http://a.test/far")]
+    assert len(published(rig.page("http://b.test/q", "h2"))) == 1
+    st = rig.url_state("http://b.test/q")
+    assert (st.status, st.canonical_url) == ("fetched", None)
+
+
+def page_writes(state: FakeCrawlState, url: str) -> list[str]:
+    return [c[0] for c in state.calls if url in c]
+
+
+def test_a_new_page_is_recorded_and_indexed_in_one_request() -> None:
+    rig = Rig()
+    url = "http://a.test/p"
+    assert published(rig.page(url, "h1"))
+    assert page_writes(rig.state, url) == ["url_put_fetch_and_simhash"]
+    assert rig.run(rig.state.simhash_candidates(SIM)) == [(SIM, url)]
+    # Not indexed: a duplicate (exact or near), a page without a fingerprint, an unchanged re-fetch.
+    near = to_signed64((SIM & 0xFFFFFFFFFFFFFFFF) ^ 0b11)
+    assert rig.page("http://b.test/copy", "h1") == []
+    assert rig.page("http://b.test/near", "h2", simhash=near) == []
+    assert published(rig.page("http://b.test/plain", "h3", simhash=None))
+    assert rig.page(url, "h1", at=T0 + 3600) == []
+    for other in ("http://b.test/copy", "http://b.test/near", "http://b.test/plain"):
+        assert page_writes(rig.state, other) == ["url_put_fetch"]
+    assert page_writes(rig.state, url) == ["url_put_fetch_and_simhash", "url_put_fetch"]
+    assert rig.run(rig.state.simhash_candidates(SIM)) == [(SIM, url)]
+
+
+def test_a_replay_after_a_half_applied_batch_indexes_the_page() -> None:
+    # The unlogged batch is not atomic: url_state landed, the simhash_blocks rows did not. The replayed
+    # message sees its own url_state row (a replay) and must still leave the page indexed.
+    rig = Rig()
+    url = "http://a.test/p"
+    first = published(rig.page(url, "h1"))
+    rig.state.simhash_blocks.clear()
+    again = published(rig.page(url, "h1"))
+    assert [p.url for p in again] == [p.url for p in first] == [url]
+    assert rig.run(rig.state.simhash_candidates(SIM)) == [(SIM, url)]
+    near = to_signed64((SIM & 0xFFFFFFFFFFFFFFFF) ^ 0b1)
+    assert rig.page("http://b.test/q", "h2", simhash=near) == []
+    assert rig.url_state("http://b.test/q").canonical_url == url
+
+
+def test_a_failed_batch_fails_the_message_and_its_retry_records_the_page() -> None:
+    class Failing(FakeCrawlState):
+        fail = 1
+
+        async def url_put_fetch_and_simhash(self, st: Any) -> None:
+            if self.fail:
+                self.fail -= 1
+                raise TransientError("cassandra: timeout")
+            await super().url_put_fetch_and_simhash(st)
+
+    rig = Rig(Failing())
+    url = "http://a.test/p"
+    with pytest.raises(TransientError):
+        rig.page(url, "h1")
+    assert rig.state.urls == {} and rig.state.simhash_blocks == {}
+    [pf] = published(rig.page(url, "h1"))  # the loop's retry
+    assert (pf.url, pf.changed) == (url, False)
+    assert rig.url_state(url).status == "fetched"
+    assert rig.run(rig.state.simhash_candidates(SIM)) == [(SIM, url)]
+
+
 def test_unchanged_refetch_publishes_nothing_changed_one_does() -> None:
     rig = Rig()
     rig.page("http://a.test/p", "h1", at=T0)
@@ -317,6 +387,22 @@ def test_fetched_outcome_is_left_to_the_parsed_topic(outcome: str) -> None:
     """fetched: the parsed topic records it; probe_fetched: the page was not requested (it is re-queued)."""
     rig = Rig()
     assert rig.run(rig.h.handle(rec("a.test"), _result("http://a.test/p", outcome, status=200))) == []
+    assert rig.state.urls == {}
+
+
+def test_fetched_result_carrying_its_body_is_ignored_like_any_fetched_result() -> None:
+    """The body inline in a FetchResult (body_gz) is the parser's: dedup neither needs nor reads it."""
+
+    class NoReads(MemoryBlobStore):
+        def get_page(self, key: str) -> bytes:
+            raise AssertionError("dedup read a page body")
+
+    rig = Rig(blobs=NoReads())
+    wire = _result("http://a.test/p", "fetched", status=200, content_hash="h1", storage_key="pages/h1.gz",
+                   body_gz=encode_page(b"<p>x</p>" * 50)).model_dump_json()
+    res = FetchResult.model_validate_json(wire)
+    assert res.body_gz is not None
+    assert rig.run(rig.h.handle(rec("a.test"), res)) == []
     assert rig.state.urls == {}
 
 

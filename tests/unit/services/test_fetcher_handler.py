@@ -4,22 +4,31 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import ipaddress
 import re
 import time
 from collections.abc import Iterator, Sequence
 
 import pytest
 from prometheus_client import REGISTRY
-from streamcrawl_contracts.messages import FetchRequest, FetchResult
+from pydantic import ValidationError
+from streamcrawl_contracts.messages import FetchRequest, FetchResult, ParsedPage
 from streamcrawl_contracts.topics import FETCH_RESULTS
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.robots import RobotsConfig
-from streamcrawl_fetcher.dns import DnsError, Resolver, parse_networks
+from streamcrawl_fetcher.dns import AddressNotAllowed, DnsError, Resolver, parse_networks
 from streamcrawl_fetcher.fetch import HttpFetcher, make_client
 from streamcrawl_fetcher.handler import FetcherHandler, FetchPolicy
+from streamcrawl_fetcher.main import build_handler
 from streamcrawl_fetcher.robots_cache import RobotsCache
-from streamcrawl_fetcher.settings import DEFAULT_USER_AGENT
-from streamcrawl_runtime.blobstore import MemoryBlobStore
+from streamcrawl_fetcher.settings import (
+    DEFAULT_INLINE_BODY_MAX_BYTES,
+    DEFAULT_USER_AGENT,
+    INLINE_BODY_LIMIT,
+    FetcherSettings,
+)
+from streamcrawl_parser.handler import ParserHandler
+from streamcrawl_runtime.blobstore import MemoryBlobStore, StoredPage, decode_page, encode_page
 from streamcrawl_runtime.crawl_state import HostState, UrlState
 from streamcrawl_runtime.errors import TransientError
 from streamcrawl_runtime.kafka_loop import Output, Record
@@ -46,7 +55,8 @@ def web() -> Iterator[ScriptedHTTP]:
 
 class Rig:
     def __init__(self, dns_port: int, web: ScriptedHTTP, max_body: int = 10 * 1024 * 1024,
-                 read_timeout: float = 5.0, blobs: object | None = None) -> None:
+                 read_timeout: float = 5.0, blobs: object | None = None,
+                 inline_max: int = DEFAULT_INLINE_BODY_MAX_BYTES) -> None:
         self.web = web
         self.state = FakeCrawlState()
         self.blobs = blobs or MemoryBlobStore()
@@ -59,7 +69,7 @@ class Rig:
 
         self.robots = RobotsCache(self.state, fetch_robots, RobotsConfig())  # type: ignore[arg-type]
         self.handler = FetcherHandler(self.http, self.robots, self.state, self.blobs,  # type: ignore[arg-type]
-                                      FetchPolicy(max_body_bytes=max_body))
+                                      FetchPolicy(max_body_bytes=max_body, inline_body_max_bytes=inline_max))
 
     def url(self, path: str, host: str = HOST) -> str:
         return f"http://{host}:{self.web.port}{path}"
@@ -282,7 +292,8 @@ def test_dns_nxdomain_and_servfail(rig: Rig, dns_server: TinyDNS) -> None:
     res = rig.run(rig.request("/", host="nowhere.test"))
     assert res.outcome == "dns_error" and "NXDOMAIN" in (res.error or "")
     res = rig.run(rig.request("/", host="broken.test"))
-    assert res.outcome == "dns_error" and "SERVFAIL" in (res.error or "")
+    # SERVFAIL says nothing about the name: retried by the frontier like any network failure
+    assert res.outcome == "network_error" and "SERVFAIL" in (res.error or "")
     assert rig.web.seen == []
 
 
@@ -306,7 +317,7 @@ def test_malformed_url_is_http_error(rig: Rig) -> None:
 
 
 class DownStore(MemoryBlobStore):
-    def put_page(self, body: bytes) -> tuple[str, str, bool]:
+    def store_page(self, body: bytes) -> StoredPage:
         raise TransientError("s3 down")
 
 
@@ -316,6 +327,108 @@ def test_blob_store_down_raises_transient(dns_server: TinyDNS, web: ScriptedHTTP
     web.routes["/p"] = Reply(200, b"body")
     with pytest.raises(TransientError):
         rig.run(rig.request("/p"))
+
+
+# ------------------------------------------------------------------ the body inline in the result
+
+PAGE = b"<html><head><title>T</title></head><body>" + b"<p>some words</p><a href=/a>a</a>" * 300 + b"</body></html>"
+
+
+class SpyStore(MemoryBlobStore):
+    """Records the order of writes and reads (the body must be in the store before a result exists)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[str] = []
+
+    def get_page(self, key: str) -> bytes:
+        self.reads.append(key)
+        return super().get_page(key)
+
+
+def test_small_body_is_stored_and_carried_in_the_result(dns_server: TinyDNS, web: ScriptedHTTP) -> None:
+    rig = Rig(dns_server.port, web, blobs=SpyStore())
+    rig.allow_all()
+    web.routes["/p"] = Reply(200, PAGE, {"Content-Type": "text/html"})
+    res = rig.run(rig.request("/p"))
+    assert res.outcome == "fetched" and res.storage_key is not None and res.body_gz is not None
+    stored = rig.blobs.objects[res.storage_key]  # type: ignore[attr-defined]
+    assert res.body_gz == stored == encode_page(PAGE)  # the very bytes in the store
+    assert decode_page(res.body_gz) == PAGE and len(res.body_gz) < len(PAGE)
+
+
+def test_duplicate_body_is_carried_too(dns_server: TinyDNS, web: ScriptedHTTP) -> None:
+    rig = Rig(dns_server.port, web)
+    rig.allow_all()
+    web.routes["/p"] = Reply(200, PAGE, {"Content-Type": "text/html"})
+    web.routes["/mirror"] = Reply(200, PAGE, {"Content-Type": "text/html"})
+    first, second = rig.run(rig.request("/p")), rig.run(rig.request("/mirror"))
+    assert first.storage_key == second.storage_key and first.body_gz == second.body_gz is not None
+
+
+@pytest.mark.parametrize("margin,inline", [(0, True), (-1, False), (1, True)])
+def test_inline_cap_boundary_is_the_stored_size(dns_server: TinyDNS, web: ScriptedHTTP, margin: int,
+                                                inline: bool) -> None:
+    body = PAGE + bytes(range(256)) * 40  # the cap counts gzip bytes, not the body's
+    size = len(encode_page(body))
+    rig = Rig(dns_server.port, web, inline_max=size + margin)
+    rig.allow_all()
+    web.routes["/p"] = Reply(200, body, {"Content-Type": "text/html"})
+    res = rig.run(rig.request("/p"))
+    assert res.outcome == "fetched" and res.storage_key is not None
+    assert rig.blobs.get_page(res.storage_key) == body  # type: ignore[attr-defined]  # stored either way
+    assert res.body_gz == (encode_page(body) if inline else None)
+
+
+def test_inline_cap_zero_never_inlines(dns_server: TinyDNS, web: ScriptedHTTP) -> None:
+    rig = Rig(dns_server.port, web, inline_max=0)
+    rig.allow_all()
+    web.routes["/p"] = Reply(200, b"", {"Content-Type": "text/html"})
+    res = rig.run(rig.request("/p"))
+    assert res.outcome == "fetched" and res.body_gz is None and res.storage_key is not None
+
+
+def test_results_without_a_stored_body_carry_none(rig: Rig) -> None:
+    rig.allow_all()
+    rig.web.routes["/r"] = Reply(301, b"moved", {"Location": "/p"})
+    rig.web.routes["/e"] = Reply(500, b"<html>error page</html>")
+    assert rig.run(rig.request("/r")).body_gz is None
+    assert rig.run(rig.request("/e")).body_gz is None
+    assert rig.run(rig.request("/missing")).body_gz is None
+
+
+@pytest.mark.parametrize("inline_max,reads", [(len(encode_page(PAGE)), 0), (len(encode_page(PAGE)) - 1, 1)])
+def test_parser_reads_the_store_only_for_a_body_over_the_cap(dns_server: TinyDNS, web: ScriptedHTTP,
+                                                             inline_max: int, reads: int) -> None:
+    """Fetcher → JSON (as on Kafka) → parser: under the cap the parser never reads the store; over it, it
+    reads it once; the parsed page is the same either way."""
+    blobs = SpyStore()
+    rig = Rig(dns_server.port, web, blobs=blobs, inline_max=inline_max)
+    rig.allow_all()
+    web.routes["/p"] = Reply(200, PAGE, {"Content-Type": "text/html; charset=utf-8"})
+    res = rig.run(rig.request("/p"))
+    assert (res.body_gz is None) == (reads == 1)
+    wire = FetchResult.model_validate_json(res.model_dump_json().encode())
+    assert wire == res
+    [out] = asyncio.run(ParserHandler(blobs).handle(Record("t", 0, 0, HOST, b""), wire))
+    page = out.value
+    assert isinstance(page, ParsedPage) and blobs.reads == [res.storage_key] * reads
+    assert page.title == "T" and page.out_links == [rig.url("/a")] and page.content_hash == res.content_hash
+
+
+def test_inline_cap_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STREAMCRAWL_INLINE_BODY_MAX_BYTES", raising=False)
+    assert FetcherSettings().inline_body_max_bytes == DEFAULT_INLINE_BODY_MAX_BYTES == 256 * 1024
+    monkeypatch.setenv("STREAMCRAWL_INLINE_BODY_MAX_BYTES", "0")
+    settings = FetcherSettings()
+    assert settings.inline_body_max_bytes == 0
+    handler = build_handler(settings, state=FakeCrawlState(), blobs=MemoryBlobStore())  # type: ignore[arg-type]
+    assert handler.policy.inline_body_max_bytes == 0
+    asyncio.run(handler.http.client.aclose())
+    for bad in (str(INLINE_BODY_LIMIT + 1), "-1"):
+        monkeypatch.setenv("STREAMCRAWL_INLINE_BODY_MAX_BYTES", bad)
+        with pytest.raises(ValidationError):
+            FetcherSettings()
 
 
 def test_robots_persist_failure_does_not_fail_the_lease(rig: Rig) -> None:
@@ -328,6 +441,24 @@ def test_robots_persist_failure_does_not_fail_the_lease(rig: Rig) -> None:
     assert rig.run(rig.request("/p")).outcome == "robots_fetched"
     assert rig.run(rig.request("/p")).outcome == "probe_fetched"
     assert rig.run(rig.request("/p")).outcome == "fetched"  # rules kept in memory
+
+
+def test_literals_and_allowed_networks(dns_server: TinyDNS) -> None:
+    """Address literals skip DNS and are checked against allowed_networks every time (the memo of allowed
+    addresses never lets an outside one through); a name that starts with a digit is still a name."""
+    dns_server.records.setdefault("1digit.test", "127.0.0.1")
+    resolver = Resolver("127.0.0.1", dns_server.port, 1.0, allowed_networks=(ipaddress.ip_network("127.0.0.0/8"),))
+
+    async def go() -> None:
+        for _ in range(2):
+            assert await resolver.resolve("127.0.0.9") == "127.0.0.9"
+            assert await resolver.resolve("1digit.test") == "127.0.0.1"
+            for outside in ("10.0.0.1", "[::1]"):
+                with pytest.raises(AddressNotAllowed):
+                    await resolver.resolve(outside)
+
+    asyncio.run(go())
+    assert dns_server.queries.count("1digit.test") == 1
 
 
 def test_dns_positive_and_negative_answers_are_cached(dns_server: TinyDNS) -> None:
@@ -367,6 +498,31 @@ def test_replayed_request_with_a_superseded_lease_is_not_fetched(rig: Rig) -> No
     rig.http.client = make_client(16)
     [out] = asyncio.run(go())
     assert out.value.outcome == "lease_expired" and len(rig.web.pages()) == before
+
+
+def test_fresh_request_skips_the_lease_read(rig: Rig) -> None:
+    """A request produced after the fetcher took its partition cannot be a replay: no lease read. One
+    that may be a replay (fresh=False, the default) still reads it."""
+    rig.allow_all()
+    rig.web.routes["/x"] = Reply(200, b"body")
+    rig.run(rig.request("/x"))  # robots.txt and the soft-404 probe are done; the host is ready
+    reads: list[str] = []
+
+    async def lease(host: str) -> str | None:
+        reads.append(host)
+        return None  # would fence any request
+
+    rig.state.host_lease = lease  # type: ignore[method-assign]
+
+    async def go(req: FetchRequest, fresh: bool) -> Sequence[Output]:
+        return await rig.handler.handle(Record("t", 0, 0, req.host, b"", fresh=fresh), req)
+
+    rig.http.client = make_client(16)
+    [out] = asyncio.run(go(rig.request("/x"), True))
+    assert out.value.outcome == "fetched" and reads == []
+    rig.http.client = make_client(16)
+    [out] = asyncio.run(go(rig.request("/x"), False))
+    assert out.value.outcome == "lease_expired" and len(reads) == 1
 
 
 # ------------------------------------------------------------------ soft 404s

@@ -6,6 +6,7 @@ controllable one so that result times and the `now` given to tick() share one ti
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,7 @@ from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.partition import partition_for
 from streamcrawl_core.politeness import PolitenessConfig
 from streamcrawl_frontier.handler import MAX_ATTEMPTS, FrontierHandler
+from streamcrawl_runtime.blobstore import encode_page
 from streamcrawl_runtime.crawl_state import HostState, QueuedUrl
 from streamcrawl_runtime.errors import PoisonMessage, TransientError
 from streamcrawl_runtime.kafka_loop import Output, Record
@@ -173,6 +175,22 @@ def test_one_lease_per_host_until_its_result(clock: Clock) -> None:
     assert nxt.url == "http://a.test/2" and nxt.lease_id != ra.lease_id
     assert rig.state.hosts[A].lease_id == nxt.lease_id
     assert (part(A), A, ra.url_fp) not in rig.state.queue  # done: the queue row is gone
+
+
+def test_result_carrying_its_body_frees_the_host_like_any_result(clock: Clock) -> None:
+    """body_gz (the page inline, for the parser) changes nothing for the frontier."""
+    seen = []
+    for body_gz in (None, encode_page(b"<p>x</p>" * 50)):
+        clock.t = T0
+        rig = Rig(clock)
+        rig.url("http://a.test/1")
+        rig.url("http://a.test/2")
+        [r1] = rig.tick(T0)
+        rig.result(r1, T0 + 2, body_gz=body_gz)
+        hs = rig.state.hosts[A]
+        seen.append((hs.lease_id, hs.next_allowed_at, sorted(rig.state.queue)))
+        assert [r.url for r in rig.tick(T0 + 3)] == ["http://a.test/2"]
+    assert seen[0] == seen[1]
 
 
 @pytest.mark.parametrize("fetch_s,crawl_delay,wait", [(0.01, None, 1.0), (0.5, None, 5.0), (0.2, 8.0, 8.0)])
@@ -490,3 +508,75 @@ def test_fenced_replay_result_does_not_move_the_host_timer(clock: Clock) -> None
     rig.result(stale, T0 + 0.2, outcome="lease_expired", status=None, fetch_s=0.0)
     assert rig.tick(T0 + 2.0) == []
     assert rig.tick(T0 + 29.0) == []
+
+
+# ------------------------------------------------------------------ Cassandra requests per result
+
+def test_a_finished_fetch_writes_politeness_and_finish_in_one_request(clock: Clock) -> None:
+    rig = Rig(clock)
+    url = "http://a.test/1"
+    rig.run(rig.state.url_insert_discovered(A, url_fingerprint(url), url, 0, T0, "ev"))
+    rig.url(url)
+    [req] = rig.tick(T0)
+    rig.state.calls.clear()
+    rig.result(req, T0 + 1, fetch_s=0.05)
+    assert rig.state.calls == [("host_politeness_and_finish", A, pytest.approx(T0 + 2), 0, req.url_fp)]
+    hs = rig.state.hosts[A]
+    assert (hs.lease_id, hs.lease_expires_at, hs.last_fetch_ms) == (None, None, pytest.approx(50.0))
+    assert rig.state.queue == {} and rig.state.urls[(A, req.url_fp)].frontier_done_at == T0 + 1
+    assert url not in rig.h.meta and url not in rig.h.cancelled
+
+
+@pytest.mark.parametrize("outcome,status", [("http_error", 503), ("network_error", None), ("robots_fetched", 200),
+                                            ("probe_fetched", 404)])
+def test_a_result_that_keeps_the_url_writes_only_politeness(clock: Clock, outcome: str, status: int | None) -> None:
+    rig = Rig(clock)
+    rig.url("http://a.test/1")
+    [req] = rig.tick(T0)
+    rig.state.calls.clear()
+    rig.result(req, T0 + 1, outcome=outcome, status=status)
+    assert [c[0] for c in rig.state.calls] == ["host_put_politeness"]
+    assert (part(A), A, req.url_fp) in rig.state.queue and req.url in rig.h.meta
+
+
+def test_a_failed_politeness_and_finish_request_is_repaired_by_the_retry(clock: Clock) -> None:
+    class Failing(FakeCrawlState):
+        fail = 1
+
+        async def host_politeness_and_finish(self, *args: Any) -> None:
+            if self.fail:
+                self.fail -= 1
+                raise TransientError("cassandra: timeout")
+            await super().host_politeness_and_finish(*args)
+
+    rig = Rig(clock, Failing())
+    rig.url("http://a.test/1")
+    rig.url("http://a.test/2")
+    [req] = rig.tick(T0)
+    with pytest.raises(TransientError):
+        rig.result(req, T0 + 1)
+    assert rig.state.hosts[A].lease_id == req.lease_id and (part(A), A, req.url_fp) in rig.state.queue
+    assert req.url in rig.h.meta  # nothing forgotten before the write
+    rig.result(req, T0 + 1)  # the loop's retry: the lease is gone from memory, the result still finishes
+    assert rig.state.hosts[A].lease_id is None and (part(A), A, req.url_fp) not in rig.state.queue
+    assert req.url not in rig.h.meta
+    assert [r.url for r in rig.tick(T0 + 2)] == ["http://a.test/2"]
+
+
+def test_a_finish_that_landed_without_its_politeness_is_repaired_by_the_replay(clock: Clock) -> None:
+    # The unlogged batch is not atomic: the queue delete and frontier_done_at landed, the host_state write
+    # (next_allowed_at, lease cleared) did not, then the frontier crashed before committing the result.
+    rig = Rig(clock)
+    rig.url("http://a.test/1")
+    rig.url("http://a.test/2")
+    [req] = rig.tick(T0)
+    leased = dataclasses.replace(rig.state.hosts[A])
+    rig.result(req, T0 + 1)
+    rig.state.hosts[A] = leased
+    again = Rig(clock, rig.state)  # rebuilt from Cassandra
+    assert again.tick(T0 + 2) == []  # the live lease keeps the host blocked
+    again.result(req, T0 + 3)  # the replayed result
+    hs = again.state.hosts[A]  # its politeness written: the lease cleared, the host timed from the lease
+    assert (hs.lease_id, hs.lease_expires_at, hs.next_allowed_at) == (None, None, T0 + LEASE_S)
+    assert (part(A), A, req.url_fp) not in again.state.queue
+    assert [r.url for r in again.tick(T0 + LEASE_S)] == ["http://a.test/2"]  # /1 is not fetched again

@@ -1,4 +1,5 @@
-"""Parser handler: FetchResult + body in MemoryBlobStore → ParsedPage on PARSED; other outcomes ignored."""
+"""Parser handler: FetchResult + body (inline, or in MemoryBlobStore) → ParsedPage on PARSED; other outcomes
+ignored; a body that does not decode is dead-lettered whichever its source."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ import asyncio
 import time
 
 import pytest
-from streamcrawl_contracts.messages import FetchResult, ParsedPage
-from streamcrawl_contracts.topics import PARSED
+from streamcrawl_contracts.messages import DeadLetter, FetchResult, ParsedPage
+from streamcrawl_contracts.topics import DEAD_LETTER, FETCH_RESULTS, PARSED
 from streamcrawl_core.simhash import from_signed64, simhash
 from streamcrawl_parser.handler import ParserHandler
-from streamcrawl_runtime.blobstore import MemoryBlobStore
-from streamcrawl_runtime.errors import PoisonMessage, TransientError
-from streamcrawl_runtime.kafka_loop import Record
+from streamcrawl_runtime import kafka_loop
+from streamcrawl_runtime.blobstore import MemoryBlobStore, encode_page
+from streamcrawl_runtime.errors import PoisonMessage, TransientError, is_transient
+from streamcrawl_runtime.kafka_loop import LoopConfig, Record, RunLoop
 
 URL = "http://site.test/p"
 REC = Record("t", 0, 0, "site.test", b"")
@@ -86,3 +88,108 @@ def test_missing_blob_is_poison_and_store_down_is_transient() -> None:
 
     with pytest.raises(TransientError):
         _handle(ParserHandler(Down()), msg)
+
+
+# ------------------------------------------------------------------ the body carried in the FetchResult
+
+class NoReads(MemoryBlobStore):
+    """A store the parser must not touch."""
+
+    def get_page(self, key: str) -> bytes:
+        raise AssertionError(f"the parser read {key} from the store")
+
+
+class CountingStore(MemoryBlobStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def get_page(self, key: str) -> bytes:
+        self.reads += 1
+        return super().get_page(key)
+
+
+BODY = b"<html><head><title>T</title></head><body><p>inline words</p><a href=/a>a</a></body></html>"
+
+
+def test_inline_body_is_used_without_reading_the_store() -> None:
+    blobs = MemoryBlobStore()
+    msg = _result(blobs, BODY, body_gz=encode_page(BODY))
+    msg = FetchResult.model_validate_json(msg.model_dump_json())  # as it arrives from Kafka
+    (page,) = _handle(ParserHandler(NoReads()), msg)
+    (from_store,) = _handle(ParserHandler(blobs), msg.model_copy(update={"body_gz": None}))
+    assert page.title == "T" and page.out_links == ["http://site.test/a"]
+    assert page.model_dump(exclude={"event_id", "occurred_at"}) == from_store.model_dump(
+        exclude={"event_id", "occurred_at"})
+
+
+def test_without_inline_body_the_store_is_read_once() -> None:
+    blobs = CountingStore()
+    (page,) = _handle(ParserHandler(blobs), _result(blobs, BODY))
+    assert blobs.reads == 1 and page.title == "T"
+
+
+def _corrupt_cases() -> list[bytes]:
+    good = encode_page(BODY)
+    return [b"not gzip at all", good[:-8], good[: len(good) // 2], good[:20] + bytes([good[20] ^ 0xFF]) + good[21:]]
+
+
+@pytest.mark.parametrize("bad", _corrupt_cases())
+def test_corrupt_inline_body_fails_like_a_corrupt_blob_and_is_not_read_from_the_store(bad: bytes) -> None:
+    blobs = MemoryBlobStore()
+    from_s3 = _result(blobs, BODY)
+    assert from_s3.storage_key is not None
+    blobs.objects[from_s3.storage_key] = bad  # the same bytes, corrupt in the store
+    with pytest.raises(Exception) as s3_error:
+        _handle(ParserHandler(blobs), from_s3)
+    with pytest.raises(Exception) as inline_error:
+        _handle(ParserHandler(NoReads()), _result(MemoryBlobStore(), BODY, body_gz=bad))
+    assert type(inline_error.value) is type(s3_error.value)
+    assert not is_transient(inline_error.value)  # not retried forever: dead-lettered after the attempts
+
+
+class FakeProducer:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes]] = []
+
+    def produce(self, topic: str, value: bytes, key: bytes | None = None, on_delivery: object = None) -> None:
+        self.sent.append((topic, value))
+
+    def poll(self, _timeout: float) -> int:
+        return 0
+
+
+class FakeConsumer:
+    def __init__(self, _config: dict[str, object]) -> None: ...
+
+
+@pytest.mark.parametrize("where", ["inline", "s3"])
+def test_run_loop_dead_letters_a_corrupt_body_from_either_source(monkeypatch: pytest.MonkeyPatch,
+                                                                 where: str) -> None:
+    """Through the run loop (JSON in, outputs out): a corrupt body from the FetchResult or from the store
+    ends as one dead letter with the same error type, and a good inline body as one parsed page."""
+    monkeypatch.setattr(kafka_loop, "Consumer", FakeConsumer)
+    bad = encode_page(BODY)[:-8]
+
+    def run(msg: FetchResult, blobs: MemoryBlobStore) -> list[tuple[str, bytes]]:
+        producer = FakeProducer()
+        cfg = LoopConfig("parser", "g", {FETCH_RESULTS.name: FetchResult}, "unused:1")
+        loop = RunLoop(cfg, ParserHandler(blobs), producer=producer)  # type: ignore[arg-type]
+        rec = Record(FETCH_RESULTS.name, 3, 42, "site.test", msg.model_dump_json().encode())
+        loop._offsets[(rec.topic, rec.partition)].start(rec.offset)
+        asyncio.run(loop._handle_one(rec))
+        return producer.sent
+
+    blobs = MemoryBlobStore()
+    if where == "inline":
+        msg, store = _result(blobs, BODY, body_gz=bad), NoReads()
+    else:
+        msg, store = _result(blobs, BODY), blobs
+        assert msg.storage_key is not None
+        blobs.objects[msg.storage_key] = bad
+    [(topic, value)] = run(msg, store)
+    dead = DeadLetter.model_validate_json(value)
+    assert topic == DEAD_LETTER.name and dead.error_type == "EOFError" and dead.offset == 42
+    assert "handler failed 3x" in dead.reason
+    [(topic, value)] = run(_result(MemoryBlobStore(), BODY, body_gz=encode_page(BODY)), NoReads())
+    assert topic == PARSED.name and ParsedPage.model_validate_json(value).title == "T"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
@@ -12,7 +13,8 @@ from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.partition import partition_for
 from streamcrawl_core.recrawl import RecrawlConfig
 from streamcrawl_recrawl.handler import RecrawlHandler
-from streamcrawl_runtime.errors import PoisonMessage
+from streamcrawl_runtime.blobstore import encode_page
+from streamcrawl_runtime.errors import PoisonMessage, TransientError
 from streamcrawl_runtime.kafka_loop import Record
 
 from .fakes import FakeCrawlState
@@ -68,6 +70,19 @@ def test_first_fetch_files_the_initial_interval() -> None:
     st = rig.sched()
     assert (st.change_interval_s, st.next_visit_at, st.sched_hash, st.change_count) == (DAY, T0 + DAY, "h1", 0)
     assert rig.due_of() == [T0 + DAY]
+
+
+def test_result_carrying_its_body_is_scheduled_like_any_result() -> None:
+    """body_gz (the page inline, for the parser) changes nothing for the recrawl scheduler."""
+    seen = []
+    for body_gz in (None, encode_page(b"<p>x</p>" * 50)):
+        rig = Rig()
+        res = FetchResult(url=URL, host=host_of(URL), url_fp=FP, lease_id="L", outcome="fetched", status=200,
+                          started_at=T0, content_hash="h1", body_gz=body_gz)
+        assert rig.run(rig.h.handle(Record("t", partition_for(host_of(URL), 8), 0, host_of(URL), b""), res)) == []
+        st = rig.sched()
+        seen.append((st.change_interval_s, st.next_visit_at, st.sched_hash, rig.due_of()))
+    assert seen[0] == seen[1] == (DAY, T0 + DAY, "h1", [T0 + DAY])
 
 
 @pytest.mark.parametrize("outcome,content_hash", [("fetched", "h1"), ("not_modified", None)])
@@ -139,9 +154,50 @@ def test_replayed_result_files_the_same_visit() -> None:
 def test_replay_restores_a_due_entry_lost_in_a_crash() -> None:
     rig = Rig()
     rig.result(T0)
-    rig.state.due.clear()  # crashed after url_put_schedule, before due_put
+    rig.state.due.clear()  # the batch's url_state part landed, its due_index row did not
     rig.result(T0)
     assert rig.due_of() == [T0 + DAY] and rig.sched().change_interval_s == DAY
+
+
+def test_one_request_per_first_visit_and_the_old_slot_deleted_before_the_new_schedule() -> None:
+    rig = Rig()
+    rig.result(T0, kind="discovery")
+    assert rig.state.calls == [("url_put_schedule_and_due", T0 + DAY, "a.test", FP, DAY)]
+    rig.state.calls.clear()
+    rig.result(T0 + DAY)
+    assert rig.state.calls == [("due_delete", T0 + DAY, "a.test", FP),
+                               ("url_put_schedule_and_due", T0 + 3 * DAY, "a.test", FP, 2 * DAY)]
+
+
+def test_a_due_row_that_landed_without_its_schedule_is_filed_again_by_the_replay() -> None:
+    rig = Rig()
+    rig.result(T0)
+    before = dataclasses.replace(rig.sched())
+    rig.result(T0 + DAY)  # unchanged: the visit moves to T0 + 3 days
+    rig.state.urls[("a.test", FP)] = before  # the batch's url_state part was lost
+    rig.result(T0 + DAY)  # the replay
+    st = rig.sched()
+    assert (st.change_interval_s, st.next_visit_at, st.change_count) == (2 * DAY, T0 + 3 * DAY, 0)
+    assert rig.due_of() == [T0 + 3 * DAY]
+
+
+def test_a_failed_schedule_request_fails_the_message_and_its_retry_files_the_visit() -> None:
+    class Failing(FakeCrawlState):
+        fail = 1
+
+        async def url_put_schedule_and_due(self, *args: Any) -> None:
+            if self.fail:
+                self.fail -= 1
+                raise TransientError("cassandra: timeout")
+            await super().url_put_schedule_and_due(*args)
+
+    rig = Rig()
+    rig.state = rig.h.state = Failing()  # type: ignore[assignment]
+    with pytest.raises(TransientError):
+        rig.result(T0)
+    assert rig.state.urls == {} and rig.state.due == {}
+    rig.result(T0)
+    assert (rig.sched().change_interval_s, rig.due_of()) == (DAY, [T0 + DAY])
 
 
 # ------------------------------------------------------------------ scans

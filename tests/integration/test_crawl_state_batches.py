@@ -1,0 +1,127 @@
+"""CassandraCrawlState's one-request reads and batches on the real Cassandra: the rows land, the IN read
+returns what the near-duplicate check needs. Every row is keyed by a per-test unique host or URL, and
+reads of shared partitions (simhash_blocks, due_index) are filtered by it."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+from streamcrawl_runtime.crawl_state import (
+    CassandraCrawlState,
+    DueRow,
+    HostState,
+    QueuedUrl,
+    UrlState,
+    _signed,
+    _u16_blocks,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def _blocks(fp: int) -> list[int]:
+    return [v for _, v in _u16_blocks(fp)]
+
+
+def _fp(blocks: list[int]) -> int:
+    return sum(v << (16 * b) for b, v in enumerate(blocks))
+
+
+def test_simhash_candidates_one_in_read_finds_every_block_match(cql, unique):
+    state = CassandraCrawlState(cql)
+    rnd = random.Random(unique)
+    while True:  # a fingerprint with 4 distinct block values
+        target = rnd.getrandbits(64)
+        if len(set(_blocks(target))) == 4:
+            break
+    t = _blocks(target)
+
+    def other() -> int:  # a block value the target does not have
+        while True:
+            v = rnd.getrandbits(16)
+            if v not in t:
+                return v
+
+    near = target ^ (0b111 << 36)                          # 3 bits in block 2: shares blocks 0, 1, 3
+    one_block = _fp([t[0], other(), other(), other()])     # shares block 0 only (far, but a candidate)
+    crossed = _fp([t[1], other(), other(), other()])       # its block 0 is the target's block 1: superset
+    unrelated = _fp([other(), other(), other(), other()])  # no value in common: never read
+    pages = {f"http://simhash-{unique}.test/{name}": fp for name, fp in
+             [("near", near), ("one_block", one_block), ("crossed", crossed), ("unrelated", unrelated)]}
+    # A page that changed: a row per fingerprint it had, and only the near one is found.
+    changed = f"http://simhash-{unique}.test/changed"
+    changed_fps = [_fp([other(), other(), other(), other()]), near ^ 1]
+
+    async def scenario() -> list[tuple[int, str]]:
+        for url, fp in pages.items():
+            await state.simhash_add(_signed(fp), url)
+        for fp in changed_fps:
+            await state.simhash_add(_signed(fp), changed)
+        return await state.simhash_candidates(_signed(target))
+
+    found = [(fp, url) for fp, url in asyncio.run(scenario()) if unique in url]
+    assert len(found) == len(set(found))
+    expected = [(_signed(fp), url) for url, fp in pages.items() if not url.endswith("/unrelated")]
+    assert sorted(found) == sorted([*expected, (_signed(near ^ 1), changed)])
+
+
+def test_url_row_and_simhash_rows_in_one_batch(cql, unique):
+    state = CassandraCrawlState(cql)
+    host = f"indexed-{unique}.test"
+    url = f"http://{host}/p"
+    sim = _signed(random.Random(unique).getrandbits(64))
+    st = UrlState(host, 11, url, 2, "fetched", 200, "text/html", f"hash-{unique}", sim, f"pages/{unique}.gz",
+                  etag='"e1"', fetched_at=1_700_000_000.0, fetch_count=1)
+
+    async def scenario() -> tuple[UrlState | None, list[tuple[int, str]]]:
+        await state.url_put_fetch_and_simhash(st)
+        return await state.url_get(host, 11), await state.simhash_candidates(sim)
+
+    row, found = asyncio.run(scenario())
+    assert row is not None
+    assert (row.url, row.depth, row.status, row.http_status, row.content_hash, row.simhash, row.storage_key,
+            row.etag, row.fetched_at, row.fetch_count, row.canonical_url) == (
+        url, 2, "fetched", 200, f"hash-{unique}", sim, f"pages/{unique}.gz", '"e1"', 1_700_000_000.0, 1, None)
+    assert [p for p in found if p[1] == url] == [(sim, url)]
+    for block, value in _u16_blocks(sim):  # each of the 4 block rows, read on its own
+        rows = cql.execute("SELECT simhash FROM simhash_blocks WHERE block = %s AND value = %s AND simhash = %s"
+                           " AND url = %s", (block, value, sim, url))
+        assert [r.simhash for r in rows] == [sim]
+
+
+def test_politeness_and_finish_in_one_batch(cql, unique):
+    state = CassandraCrawlState(cql)
+    host, fp, url = f"polite-{unique}.test", 9, f"http://polite-{unique}.test/"
+
+    async def scenario() -> tuple[HostState | None, list[QueuedUrl], UrlState | None]:
+        await state.url_insert_discovered(host, fp, url, 0, 1_700_000_000.0, "ev")
+        await state.queue_put(QueuedUrl(5, host, fp, url, 5, "discovery", 0.0, 0, 1_700_000_000.0))
+        await state.host_put_lease(host, "L1", url, 1_700_000_120.0)
+        await state.host_politeness_and_finish(host, 1_700_000_002.5, 2, 50.0, 4.0, 5, fp, 1_700_000_001.0)
+        queued = [q for q in await state.queue_load(5) if q.host == host]
+        return await state.host_get(host), queued, await state.url_get(host, fp)
+
+    hs, queued, row = asyncio.run(scenario())
+    assert hs is not None and row is not None
+    assert (hs.next_allowed_at, hs.backoff_level, hs.last_fetch_ms, hs.crawl_delay_s) == (1_700_000_002.5, 2, 50.0, 4.0)
+    assert (hs.lease_id, hs.lease_url, hs.lease_expires_at) == (None, None, None)
+    assert queued == [] and row.frontier_done_at == 1_700_000_001.0
+
+
+def test_schedule_and_due_row_in_one_batch(cql, unique):
+    state = CassandraCrawlState(cql)
+    host, fp, url = f"sched-{unique}.test", 13, f"http://sched-{unique}.test/p"
+    visit_at = 2_000_000_000.0 + random.Random(unique).randrange(3600) * 1000.0  # far from any crawl's rows
+
+    async def scenario() -> tuple[UrlState | None, list[DueRow]]:
+        await state.url_put_schedule_and_due(host, fp, url, 3, 43200.0, visit_at, 2, 1_700_000_000.0, f"h-{unique}")
+        due = await state.due_range(visit_at - 1.0, visit_at + 1.0, 10_000)
+        return await state.url_get(host, fp), [d for d in due if d.host == host]
+
+    row, due = asyncio.run(scenario())
+    assert row is not None
+    assert (row.change_interval_s, row.next_visit_at, row.change_count, row.last_changed_at, row.sched_hash) == (
+        43200.0, visit_at, 2, 1_700_000_000.0, f"h-{unique}")
+    assert due == [DueRow(visit_at, host, fp, url, 3)]

@@ -1,0 +1,98 @@
+"""CassandraCrawlState's per-page requests against a fake driver session (no Cassandra here): which CQL
+goes out, in how many requests, with which parameters. tests/integration/test_crawl_state_batches.py
+runs the same methods on the real Cassandra."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+from streamcrawl_core.simhash import to_signed64
+from streamcrawl_runtime.crawl_state import CassandraCrawlState, UrlState
+
+from .fake_session import FakeSession
+
+Batch = list[tuple[str, tuple[Any, ...]]]
+
+
+def recording_state() -> tuple[CassandraCrawlState, FakeSession, list[Batch]]:
+    """A state whose single requests go to a FakeSession and whose unlogged batches are recorded (the
+    driver's BatchStatement needs real prepared statements): each batch is one request."""
+    session = FakeSession()
+    state = CassandraCrawlState(session)  # type: ignore[arg-type]
+    batches: list[Batch] = []
+
+    async def record(statements: list[tuple[Any, tuple[Any, ...]]]) -> None:
+        batches.append([(str(stmt), params) for stmt, params in statements])
+
+    state._exec_unlogged = record  # type: ignore[method-assign]
+    return state, session, batches
+
+
+def test_simhash_candidates_is_one_read_over_every_block_and_value() -> None:
+    state, session, _ = recording_state()
+    sim = to_signed64(0x0001_0001_ABCD_0001)  # blocks 3..0: values 0x0001, 0x0001, 0xABCD, 0x0001
+    cql = "SELECT simhash, url FROM simhash_blocks WHERE block IN ? AND value IN ?"
+    session.rows[cql] = [SimpleNamespace(simhash=s, url=u) for s, u in
+                         [(5, "http://a.test/1"), (5, "http://a.test/1"), (-7, "http://a.test/1"), (5, "http://b.test/")]]
+    found = asyncio.run(state.simhash_candidates(sim))
+    [(sent, params)] = session.executed
+    assert sent == cql and params == ([0, 1, 2, 3], [0x0001, 0xABCD])
+    # Rows of several partitions may repeat a page; a page that changed keeps a row per fingerprint.
+    assert found == [(5, "http://a.test/1"), (-7, "http://a.test/1"), (5, "http://b.test/")]
+
+
+def test_url_put_fetch_and_simhash_is_one_batch_of_the_block_rows_and_the_url_row() -> None:
+    state, session, batches = recording_state()
+    sim = to_signed64(0xF0F0_1234_8000_0001)
+    st = UrlState("a.test", 7, "http://a.test/p", 2, "fetched", 200, "text/html", "h1", sim, "pages/h1.gz",
+                  fetched_at=1_700_000_000.0, fetch_count=1)
+    asyncio.run(state.url_put_fetch_and_simhash(st))
+    assert session.executed == []
+    [batch] = batches
+    put = "INSERT INTO simhash_blocks (block, value, simhash, url) VALUES (?, ?, ?, ?)"
+    assert batch[:4] == [(put, (b, v, sim, "http://a.test/p")) for b, v in
+                         [(0, 0x0001), (1, 0x8000), (2, 0x1234), (3, 0xF0F0)]]
+    cql, params = batch[4]
+    assert cql.startswith("UPDATE url_state SET url = ?") and params[-2:] == ("a.test", 7)
+    assert all(c.count("?") == len(p) for c, p in batch)
+    # The same writes as the two single methods.
+    asyncio.run(state.url_put_fetch(st))
+    asyncio.run(state.simhash_add(sim, "http://a.test/p"))
+    assert session.executed == [batch[4]] and batches[1] == batch[:4]
+
+
+def test_host_politeness_and_finish_is_one_batch_of_the_three_writes() -> None:
+    state, session, batches = recording_state()
+    asyncio.run(state.host_politeness_and_finish("a.test", 1_700_000_002.0, 1, 50.0, None, 3, 7,
+                                                 1_700_000_001.0))
+    assert session.executed == []
+    [batch] = batches
+    assert [cql.split(" WHERE")[0] for cql, _ in batch] == [
+        "UPDATE host_state SET next_allowed_at = ?, backoff_level = ?, last_fetch_ms = ?, crawl_delay_s = ?,"
+        " lease_id = null, lease_url = null, lease_expires_at = null",
+        "DELETE FROM frontier_queue",
+        "UPDATE url_state SET frontier_done_at = ?"]
+    assert [p[-1] for _, p in batch] == ["a.test", 7, 7] and batch[1][1] == (3, "a.test", 7)
+    assert all(c.count("?") == len(p) for c, p in batch)
+    # The same writes as the two single methods.
+    asyncio.run(state.host_put_politeness("a.test", 1_700_000_002.0, 1, 50.0, None))
+    asyncio.run(state.queue_finish(3, "a.test", 7, 1_700_000_001.0))
+    assert session.executed == [batch[0]] and batches[1] == batch[1:]
+
+
+def test_url_put_schedule_and_due_is_one_batch_of_the_schedule_and_the_due_row() -> None:
+    state, session, batches = recording_state()
+    asyncio.run(state.url_put_schedule_and_due("a.test", 7, "http://a.test/p", 2, 86400.0, 1_700_007_200.0, 1,
+                                               1_700_000_000.0, "h1"))
+    assert session.executed == []
+    [[(sched, sp), (due, dp)]] = batches
+    assert sched == ("UPDATE url_state SET change_interval_s = ?, next_visit_at = ?, change_count = ?,"
+                     " last_changed_at = ?, sched_hash = ? WHERE host = ? AND url_fp = ?")
+    assert sp[0] == 86400.0 and sp[2:] == (1, sp[3], "h1", "a.test", 7) and sp[1].timestamp() == 1_700_007_200.0
+    assert due.startswith("INSERT INTO due_index (bucket, next_visit_at, host, url_fp, url, depth)")
+    assert dp[0] == 1_700_007_200 // 3600 and dp[2:] == ("a.test", 7, "http://a.test/p", 2)
+    assert sched.count("?") == len(sp) and due.count("?") == len(dp)
+    asyncio.run(state.due_put(1_700_007_200.0, "a.test", 7, "http://a.test/p", 2))  # the same due row
+    assert session.executed == [(due, dp)]

@@ -134,7 +134,11 @@ def test_violation_summary_readings() -> None:
     ]
     v = cb.violation_summary(log, manifest)
     assert v["project_rule"] == 2 and v["project_rule_hosts"] == 2
+    assert v["project_rule_exact"] == 2
     assert v["crawl_delay"] == 1
+    # 0.97 s of quiet: inside the 50 ms tolerance, but short of the exact rule
+    exact = cb.violation_summary([e(0.0, 0.01, host="a"), e(0.98, 0.99, host="a")], manifest)
+    assert exact["project_rule"] == 0 and exact["project_rule_exact"] == 1
     assert v["end_to_start_1s"] == 0 and v["start_to_start_1s"] == 0 and v["overlaps"] == 0
     assert v["robots_unavailable_hits"] == 1
     assert cb.crawl_delays(manifest) == {"cd": 2.0}
@@ -144,7 +148,7 @@ def test_violation_summary_readings() -> None:
 
 
 def _result(side: str, pages: int, cpu: float) -> object:
-    v = dict.fromkeys(("project_rule", "project_rule_hosts", "crawl_delay", "end_to_start_1s",
+    v = dict.fromkeys(("project_rule", "project_rule_exact", "project_rule_hosts", "crawl_delay", "end_to_start_1s",
                        "start_to_start_1s", "overlaps", "robots_unavailable_hits"), 0)
     return cb.SideResult(side, 2000, 0.0, 180.0, cb.WindowCounts(requests=pages + 100, pages=pages, bins=[pages]),
                          {side: cpu}, 5.0, {"kafka": 9.0}, 300.0, v, {"scrapy_version": "2.19.0", "proc_cpu_s": cpu})

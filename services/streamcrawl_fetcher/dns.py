@@ -36,8 +36,9 @@ class DnsError(Exception):
 
     @property
     def transient(self) -> bool:
-        """SERVFAIL, a timeout or a resolver error may clear up; NXDOMAIN and NODATA are answers."""
-        return self.reason not in ("NXDOMAIN", "no_address")
+        """No answer came (a timeout, a resolver or transport error): it may clear up. NXDOMAIN, NODATA
+        and SERVFAIL are answers: the name's servers said no, or that they cannot serve it."""
+        return self.reason not in ("NXDOMAIN", "no_address", "SERVFAIL")
 
 
 class AddressNotAllowed(Exception):

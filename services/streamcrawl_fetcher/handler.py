@@ -313,10 +313,11 @@ def _joined(values: list[str]) -> str | None:
 
 
 def _dns_failure(result: Callable[..., FetchResult], exc: DnsError, **fields: Any) -> FetchResult:
-    """NXDOMAIN/NODATA are answers: dns_error, the URL is done. A resolver that failed or did not answer
-    (SERVFAIL, timeout) says nothing about the name: network_error, which the frontier retries with the
-    host backed off; as a dns_error the URL would be dropped for the cycle (seen after a restart, when a
-    burst of cold lookups timed out)."""
+    """NXDOMAIN, NODATA and SERVFAIL are answers: dns_error, the URL is done for the cycle. No answer (a
+    timeout) says nothing about the name: network_error, which the frontier retries with the host backed
+    off; as a dns_error the URL would be dropped for the cycle (seen after a fetcher restart, when a burst
+    of cold lookups timed out). SERVFAIL is final because it comes back at once on every try: retrying it
+    would hold a dead host's URLs through the whole exponential back-off."""
     if exc.transient:
         return result("network_error", error=f"dns {exc}", **fields)
     return result("dns_error", error=str(exc), **fields)

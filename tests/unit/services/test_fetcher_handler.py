@@ -6,6 +6,7 @@ import asyncio
 import gzip
 import ipaddress
 import re
+import socket
 import time
 from collections.abc import Iterator, Sequence
 
@@ -292,8 +293,19 @@ def test_dns_nxdomain_and_servfail(rig: Rig, dns_server: TinyDNS) -> None:
     res = rig.run(rig.request("/", host="nowhere.test"))
     assert res.outcome == "dns_error" and "NXDOMAIN" in (res.error or "")
     res = rig.run(rig.request("/", host="broken.test"))
-    # SERVFAIL says nothing about the name: retried by the frontier like any network failure
-    assert res.outcome == "network_error" and "SERVFAIL" in (res.error or "")
+    assert res.outcome == "dns_error" and "SERVFAIL" in (res.error or "")
+
+
+def test_dns_timeout_is_a_network_error_the_frontier_retries(dns_server: TinyDNS, web: ScriptedHTTP) -> None:
+    """No answer says nothing about the name: network_error (retried), not dns_error (dropped)."""
+    silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # bound, never answers
+    silent.bind(("127.0.0.1", 0))
+    try:
+        rig = Rig(silent.getsockname()[1], web)  # the resolver gives up after 1 s
+        res = rig.run(rig.request("/"))
+    finally:
+        silent.close()
+    assert res.outcome == "network_error" and "timeout" in (res.error or "")
     assert rig.web.seen == []
 
 

@@ -193,15 +193,17 @@ def test_result_carrying_its_body_frees_the_host_like_any_result(clock: Clock) -
     assert seen[0] == seen[1]
 
 
-@pytest.mark.parametrize("fetch_s,crawl_delay,wait", [(0.01, None, 1.0), (0.5, None, 5.0), (0.2, 8.0, 8.0)])
+@pytest.mark.parametrize("fetch_s,crawl_delay,truncated,wait",
+                         [(0.01, None, False, 1.0), (0.5, None, False, 5.0), (0.2, 8.0, False, 8.0),
+                          (0.4, None, True, 8.0)])  # a truncated exchange counts twice its measured time
 def test_politeness_delay_after_a_fetch(clock: Clock, fetch_s: float, crawl_delay: float | None,
-                                        wait: float) -> None:
+                                        truncated: bool, wait: float) -> None:
     rig = Rig(clock)
     rig.url("http://a.test/1")
     rig.url("http://a.test/2")
     [r1] = rig.tick(T0)
     done_at = T0 + 2
-    rig.result(r1, done_at, fetch_s=fetch_s, crawl_delay_s=crawl_delay)
+    rig.result(r1, done_at, fetch_s=fetch_s, crawl_delay_s=crawl_delay, truncated=truncated)
     assert rig.state.hosts[A].next_allowed_at == pytest.approx(done_at + wait, abs=0.002)
     assert rig.state.hosts[A].lease_id is None
     assert rig.tick(done_at + wait - 0.01) == []

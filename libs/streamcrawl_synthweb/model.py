@@ -70,7 +70,8 @@ class Profile:
     cross_links: tuple[int, int] = (1, 3)
     kind_weights: Mapping[str, float] = field(default_factory=_default_weights)
     slow_delay_s: tuple[float, float] = (0.3, 1.5)
-    robots_timeout_s: float = 30.0
+    # Well past a crawler's usual 30 s read timeout: a hang of exactly 30 s made "timed out" a race.
+    robots_timeout_s: float = 45.0
     crawl_delay_s: float = 2.0
     ratelimit_first_n: int = 3
     retry_after_s: int = 2

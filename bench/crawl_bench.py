@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from streamcrawl_synthweb.log import LogEntry, load_log, politeness_violations
+from streamcrawl_synthweb.model import PROFILES
 
 ROOT = Path(__file__).resolve().parent.parent
 STACK_RUN = ROOT / ".stack" / "run"
@@ -450,6 +451,7 @@ def render(results: Mapping[str, list[SideResult]], args: argparse.Namespace, in
         return f"| {label} | {fmt(a, digits)} | {fmt(b, digits)} | {ratio(a, b) if with_ratio else ''} |"
 
     n = max(len(sc), len(sp))
+    lo, hi = PROFILES[args.profile].pages_per_host if args.profile in PROFILES else ("?", "?")
     lines = [
         "# Benchmarks: whole crawl, streamcrawl vs Scrapy (equally polite)",
         "",
@@ -465,14 +467,14 @@ def render(results: Mapping[str, list[SideResult]], args: argparse.Namespace, in
         "every host on its own loopback IP) and a politeness delay of **1 s** per host for both crawlers. Each side "
         "gets a fresh synthetic web process and its own request log; the sides run one after the other. "
         f"Each measures a fixed **{args.duration:.0f} s window** from the start of its crawl (a full crawl of "
-        f"{args.hosts:,} hosts, traps included, does not finish in reasonable time on 2 cores). "
+        f"these {args.hosts:,} hosts takes longer than the window). "
         + (f"Every figure is the **median of {n} repeats** (each repeat = one run of each side)."
            if n > 1 else "One repeat per side (no median)."),
         "",
         f"**Politeness bound** = hosts ÷ delay = {bound:,.0f} requests/s: the rate if every host were kept busy "
         "at exactly one request per second. It cannot be reached in practice: each host's first request is its "
         "robots.txt, hosts announcing `Crawl-delay: 2` allow half the rate, DNS-failing and robots-5xx hosts "
-        "allow no page at all, and a host runs out of pages (8–24 static pages each, traps aside).",
+        f"allow no page at all, and a host runs out of pages ({lo}–{hi} static pages each, traps aside).",
         "",
         f"| metric (window of {args.duration:.0f} s) | streamcrawl | Scrapy | streamcrawl ÷ Scrapy |",
         "|---|---|---|---|",

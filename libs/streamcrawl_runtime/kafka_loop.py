@@ -63,7 +63,8 @@ class Record:
     value: bytes
     # True when the record was produced after this process was assigned its partition, so no other
     # instance (a crashed or revoked previous owner) can have handled it before; False = maybe a replay.
-    # Lets a handler skip a replay check for new records. Unknown (no watermark) counts as False.
+    # Lets a handler skip a replay check for new records. Unknown (no watermark, or the loop's
+    # mark_fresh is off) counts as False.
     fresh: bool = False
 
 
@@ -106,6 +107,9 @@ class LoopConfig:
     max_attempts: int = 3
     transient_backoff_s: float = 1.0
     consumer_overrides: dict[str, Any] = field(default_factory=dict)
+    # Look up each assigned partition's log end (one broker round trip per partition, at every
+    # assignment) so records can be marked Record.fresh. Only for a handler that reads the flag.
+    mark_fresh: bool = False
 
 
 class _PartitionOffsets:
@@ -236,7 +240,8 @@ class RunLoop:
         self._assigned = list(partitions)
         self._pending_assign.extend(sorted({p.partition for p in partitions}))
         self._paused = False
-        self._note_fresh_from(consumer, partitions)
+        if self.cfg.mark_fresh:
+            self._note_fresh_from(consumer, partitions)
 
     def _note_fresh_from(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Remember each new partition's log end: records from there on were produced after this

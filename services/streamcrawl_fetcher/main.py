@@ -59,7 +59,8 @@ def loop_config(settings: FetcherSettings) -> LoopConfig:
     return LoopConfig(service="fetcher", group_id=settings.fetcher_group_id,
                       subscriptions={FETCH_REQUESTS.name: FetchRequest}, bootstrap=settings.kafka_bootstrap,
                       max_in_flight=settings.fetcher_max_in_flight,
-                      resume_below=settings.fetcher_max_in_flight // 2)
+                      resume_below=settings.fetcher_max_in_flight // 2,
+                      mark_fresh=True)  # the handler skips its lease read for fresh requests
 
 
 async def _run(settings: FetcherSettings) -> None:

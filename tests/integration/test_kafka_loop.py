@@ -148,7 +148,7 @@ def test_records_produced_after_the_assignment_are_fresh(stack, unique):
     new = [f"new{i}.{unique}.test" for i in range(12)]
     send(old)
     loop = RunLoop(LoopConfig(service="test", group_id=f"g-{unique}", subscriptions={src: SeedMessage},
-                              bootstrap=stack.kafka_bootstrap, commit_interval_s=0.2), handler)
+                              bootstrap=stack.kafka_bootstrap, commit_interval_s=0.2, mark_fresh=True), handler)
 
     async def drive() -> None:
         task = asyncio.create_task(loop.run(install_signals=False))

@@ -73,20 +73,26 @@ class ParserHandler(StatelessHandler):
         if message.outcome != "fetched" or message.storage_key is None or message.content_hash is None:
             PAGES.labels("skipped").inc()
             return ()
-        if message.body_gz is not None:
-            body = await asyncio.to_thread(decode_page, message.body_gz)
+        gz, fetched = message.body_gz, b""
+        if gz is not None:
             BODY_SOURCE.labels("inline").inc()
         else:
             try:
                 # S3 outages surface as TransientError (retried by the loop); a missing object cannot heal.
-                body = await asyncio.to_thread(self.blobs.get_page, message.storage_key)
+                fetched = await asyncio.to_thread(self.blobs.get_page, message.storage_key)
             except KeyError as exc:
                 raise PoisonMessage(f"body {message.storage_key} not in the blob store") from exc
             BODY_SOURCE.labels("s3").inc()
-        t0 = time.perf_counter()
-        page, outcome = await asyncio.to_thread(build_page, message, body, self.max_links,
-                                                self.simhash_max_chars)
-        PARSE_SECONDS.observe(time.perf_counter() - t0)
+
+        def decode_and_build() -> tuple[bytes, ParsedPage, ParseOutcome, float]:
+            # An inline body is decoded in the same worker call that parses it: one thread hop per page.
+            body = decode_page(gz) if gz is not None else fetched
+            t0 = time.perf_counter()
+            page, outcome = build_page(message, body, self.max_links, self.simhash_max_chars)
+            return body, page, outcome, time.perf_counter() - t0
+
+        body, page, outcome, parse_s = await asyncio.to_thread(decode_and_build)
+        PARSE_SECONDS.observe(parse_s)
         BODY_BYTES.inc(len(body))
         PAGES.labels("html" if is_html(message.content_type) else "non_html").inc()
         LINKS.inc(len(page.out_links))

@@ -1,0 +1,46 @@
+"""How much quiet the crawler left beyond the politeness rule, from a synthetic web request log.
+
+    .venv/bin/python bench/politeness_slack.py /tmp/streamcrawl-bench-crawl/streamcrawl-0/requests.jsonl
+
+For each host, in start order, the slack after a request is (next start - its end) - max(1 s, 10 x its
+duration): negative means a gap shorter than the rule (before the 50 ms tolerance of the e2e check).
+Crawl-delay hosts are judged by the 1 s / 10x part only. Prints the smallest slacks and percentiles (ms).
+`make bench-crawl` leaves each side's request log in its work directory (see crawl_bench.py --workdir).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+from collections import defaultdict
+
+from streamcrawl_synthweb.log import LogEntry, load_log
+
+
+def slacks(entries: list[LogEntry], min_delay_s: float = 1.0, factor: float = 10.0) -> list[float]:
+    by_host: dict[str, list[LogEntry]] = defaultdict(list)
+    for e in entries:
+        by_host[e.host].append(e)
+    out: list[float] = []
+    for reqs in by_host.values():
+        reqs.sort(key=lambda e: e.start)
+        for prev, cur in itertools.pairwise(reqs):
+            out.append(cur.start - prev.end - max(min_delay_s, factor * prev.duration))
+    return sorted(out)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("log")
+    xs = slacks(load_log(p.parse_args().log))
+    if not xs:
+        print("no consecutive requests to one host")
+        return
+    print(f"gaps: {len(xs)}; smallest slacks (ms): {', '.join(f'{1000 * x:.1f}' for x in xs[:5])}")
+    print("| percentile | 0 | 1 | 5 | 50 |\n|---|---|---|---|---|")
+    print("| slack, ms | " + " | ".join(f"{1000 * xs[min(len(xs) - 1, int(q * len(xs)))]:.1f}"
+                                        for q in (0.0, 0.01, 0.05, 0.5)) + " |")
+
+
+if __name__ == "__main__":
+    main()

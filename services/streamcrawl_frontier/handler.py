@@ -199,7 +199,8 @@ class FrontierHandler:
         # next request's not_before on the same clock), not from when the result reached us: Kafka's
         # latency is not added to every delay. Never later than now + 5 s (a fetcher clock gone wild).
         # margin_s: the host's own clock may log the end of its response a little later than we saw it
-        # (the kernel can hold the server process between its last write and its time stamp);
+        # (the kernel or a garbage collection can hold the server process between its last write and
+        # its time stamp; the synthetic web freezes its heap for that reason);
         # politeness is judged by the host's log. 10 ms covered every gap the synthetic web logged in
         # docs/benchmarks-crawl-bound.md; a remote host's stamp is earlier than our ended_at anyway.
         end = now if res.ended_at is None else min(res.ended_at + self.margin_s, now + 5.0)

@@ -39,3 +39,23 @@ def test_cli_starts_writes_manifest_and_stops(tmp_path):
     assert not ready.exists()
     assert '"msg": "ready"' in err.decode()
     assert json.loads(log.read_text().splitlines()[0])["path"] == "/"
+
+
+def test_freeze_heap_takes_the_generated_web_out_of_collections():
+    # A full collection walks every tracked object; the web must not be among them once frozen, or
+    # a collection pauses the server between a response and its logged end (see freeze_heap).
+    import gc
+
+    from streamcrawl_synthweb.generator import generate
+    from streamcrawl_synthweb.main import freeze_heap
+    from streamcrawl_synthweb.model import PROFILES
+
+    web = generate(5, 7, PROFILES["fast"])
+    host = web.hosts[0]
+    assert any(o is host for o in gc.get_objects())
+    try:
+        freeze_heap()
+        assert not any(o is host for o in gc.get_objects())
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()

@@ -37,7 +37,7 @@ def main() -> None:
     config = LoopConfig(service="dedup", group_id=settings.group_id, bootstrap=settings.kafka_bootstrap,
                         subscriptions={URL_CANDIDATES.name: UrlCandidates, PARSED.name: ParsedPage,
                                        FETCH_RESULTS.name: FetchResult},
-                        max_in_flight=500, resume_below=250, tick_interval_s=1.0)
+                        max_in_flight=500, resume_below=250, tick_interval_s=1.0, settle_heap=True)
     loop = RunLoop(config, handler)
     seen.progress = lambda part: loop.processed_upto(URL_CANDIDATES.name, part)
     asyncio.run(loop.run())

@@ -60,7 +60,7 @@ def loop_config(settings: FetcherSettings) -> LoopConfig:
                       subscriptions={FETCH_REQUESTS.name: FetchRequest}, bootstrap=settings.kafka_bootstrap,
                       max_in_flight=settings.fetcher_max_in_flight,
                       resume_below=settings.fetcher_max_in_flight // 2,
-                      mark_fresh=True)  # the handler skips its lease read for fresh requests
+                      mark_fresh=True, settle_heap=True)  # the handler skips its lease read for fresh requests
 
 
 async def _run(settings: FetcherSettings) -> None:

@@ -24,7 +24,8 @@ def main() -> None:
     config = LoopConfig(service="frontier", group_id=settings.group_id, bootstrap=settings.kafka_bootstrap,
                         subscriptions={SEEDS.name: SeedMessage, URLS.name: UrlMessage,
                                        FETCH_RESULTS.name: FetchResult},
-                        max_in_flight=1000, resume_below=500, tick_interval_s=0.05)
+                        max_in_flight=1000, resume_below=500, tick_interval_s=0.05,
+                        settle_heap=True)
     run_loop(config, handler)
 
 

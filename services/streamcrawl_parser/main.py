@@ -27,7 +27,7 @@ def loop_config(settings: ParserSettings) -> LoopConfig:
     return LoopConfig(service="parser", group_id=settings.parser_group_id,
                       subscriptions={FETCH_RESULTS.name: FetchResult}, bootstrap=settings.kafka_bootstrap,
                       max_in_flight=settings.parser_max_in_flight,
-                      resume_below=max(1, settings.parser_max_in_flight // 2))
+                      resume_below=max(1, settings.parser_max_in_flight // 2), settle_heap=True)
 
 
 def main() -> None:

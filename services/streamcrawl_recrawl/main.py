@@ -20,7 +20,8 @@ def main() -> None:
     handler = RecrawlHandler(crawl_state(settings), config, scan_interval_s=settings.scan_interval_s,
                              scan_lookback_s=settings.scan_lookback_s, refresh_per_scan=settings.refresh_per_scan)
     loop = LoopConfig(service="recrawl", group_id=settings.group_id, bootstrap=settings.kafka_bootstrap,
-                      subscriptions={FETCH_RESULTS.name: FetchResult}, max_in_flight=500, tick_interval_s=1.0)
+                      subscriptions={FETCH_RESULTS.name: FetchResult}, max_in_flight=500, tick_interval_s=1.0,
+                      settle_heap=True)
     run_loop(loop, handler)
 
 

@@ -8,7 +8,7 @@ dedup's seen-set memory), and the default young threshold (700 allocations) prom
 short-lived objects of a crawl step (pydantic models, driver futures) into the older generations,
 which then filled and triggered those full collections. With start-up frozen and a threshold of
 5,000 the same benchmark measured 7.5% (25,000: 7.2%; the young collections then cost more, the
-objects being colder in cache). Figures in docs/benchmarks-crawl.md.
+objects being colder in cache). Figures in docs/benchmarks-gc.md.
 """
 
 from __future__ import annotations

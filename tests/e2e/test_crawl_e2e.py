@@ -19,7 +19,7 @@ from streamcrawl_launcher.crawl import Crawl, CrawlOptions
 from streamcrawl_runtime.blobstore import S3BlobStore
 from streamcrawl_runtime.connect import minio_client
 from streamcrawl_synthweb.generator import generate
-from streamcrawl_synthweb.log import LogEntry, load_log, politeness_violations
+from streamcrawl_synthweb.log import LogEntry, load_log, politeness_violations, server_holds
 from streamcrawl_synthweb.model import PROFILES
 from streamcrawl_synthweb.truth import normalize_url
 
@@ -114,8 +114,10 @@ def check_guarantees(crawl: Crawl, entries: list[LogEntry], duplicate_budget: fl
     for host, trap in truth.trap_hosts.items():
         extra = [e for e in pages if e.host == host and _url(e) not in trap.known_urls]
         assert len(extra) <= trap.budget, f"trap host {host}: {len(extra)} requests beyond its pages"
+    # how long the kernel held the judge itself between a response's last write and its end stamp
+    holds = server_holds(entries)
     return {"pages": len(truth.pages), "fetched": sum(fetched.values()), "repeats": repeats,
-            "probes": sum(probes.values())}
+            "probes": sum(probes.values()), "max_server_hold_us": round(1e6 * holds[0]) if holds else -1}
 
 
 def check_published(crawl: Crawl, entries: list[LogEntry]) -> None:

@@ -59,3 +59,21 @@ def test_freeze_heap_takes_the_generated_web_out_of_collections():
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
+
+
+def test_favour_sets_the_autogroup_only_for_a_session_leader(tmp_path, monkeypatch):
+    # Every process the launcher starts leads its own session, so with autogroup scheduling a plain
+    # nice value ranks the server only against itself; the autogroup's nice is what counts.
+    from streamcrawl_synthweb import main as synth_main
+
+    group = tmp_path / "autogroup"
+    group.write_text("/autogroup-1 nice 0\n")
+    monkeypatch.setattr(synth_main.os, "nice", lambda _inc: 0)
+    monkeypatch.setattr(synth_main.os, "getsid", lambda _pid: -1)  # not a session leader: leave it
+    synth_main._favour(-10, autogroup=group)
+    assert group.read_text() == "/autogroup-1 nice 0\n"
+    monkeypatch.setattr(synth_main.os, "getsid", lambda _pid: synth_main.os.getpid())
+    synth_main._favour(-10, autogroup=group)
+    assert group.read_text() == "-10\n"
+    synth_main._favour(0, autogroup=group)  # 0 = leave the priority alone
+    assert group.read_text() == "-10\n"

@@ -154,3 +154,27 @@ def test_request_log(live):
     assert entry.status == 200 and entry.if_none_match == '"abc"' and entry.bytes > 0
     assert 0 <= entry.duration < 5 and entry.start > live.http.start_time
     assert any(x.path == "/robots.txt" for x in entries)
+
+
+def test_request_log_brackets_the_last_write(live):
+    """Every completed response is stamped just before its last bytes go out and again after: the judge
+    reads the earlier stamp. A slow host's stamp comes after its delay, so it bounds when bytes left."""
+    ua = "bracket/1"
+    r = live.get("normal", "/p/3.html", headers={"User-Agent": ua})
+    etag = r.headers["ETag"]
+    live.get("normal", "/p/3.html", headers={"User-Agent": ua, "If-None-Match": etag})  # 304, head only
+    live.get("slow", "/p/1.html", headers={"User-Agent": ua})
+    host = live.host("oversized")
+    with httpx.stream("GET", live.url(host, "/big.html"), headers={"Host": host.name, "User-Agent": ua},
+                      timeout=10) as s:
+        for _ in s.iter_raw():
+            pass
+    live.flush_log()
+    mine = [x for x in load_log(live.log_path) if x.ua == ua]
+    assert sorted(x.status for x in mine) == [200, 200, 200, 304]
+    for x in mine:
+        assert x.last_write is not None and x.start <= x.last_write <= x.end, x
+        assert x.sent == x.last_write
+    slow = next(x for x in mine if x.host == live.host("slow").name)
+    lo, _hi = live.web.profile.slow_delay_s
+    assert slow.last_write - slow.start >= lo * 0.99  # stamped after the host's delay, not before it

@@ -2,9 +2,10 @@
 
     .venv/bin/python bench/politeness_slack.py /tmp/streamcrawl-bench-crawl/streamcrawl-0/requests.jsonl
 
-For each host, in start order, the slack after a request is (next start - its end) - max(1 s, 10 x its
-duration), its end read as the e2e judge reads it (``LogEntry.sent``): negative means a gap shorter than
-the rule (before the 50 ms tolerance of the e2e check). Also prints the largest server holds (end stamp
+For each host, with requests paired as the e2e judge pairs them (``judged_gaps``), the slack after a
+request is (next start - its end) - max(1 s, 10 x its duration), its end read as the judge reads it
+(``LogEntry.sent``): negative means a gap shorter than the rule (before the 50 ms tolerance of the e2e
+check). Also prints the largest server holds (end stamp
 minus last-write stamp), which the judge does not charge to the crawler.
 Crawl-delay hosts are judged by the 1 s / 10x part only. Prints the smallest slacks and percentiles (ms).
 `make bench-crawl` leaves each side's request log in its work directory (see crawl_bench.py --workdir).
@@ -13,22 +14,13 @@ Crawl-delay hosts are judged by the 1 s / 10x part only. Prints the smallest sla
 from __future__ import annotations
 
 import argparse
-import itertools
-from collections import defaultdict
 
-from streamcrawl_synthweb.log import LogEntry, load_log, server_holds
+from streamcrawl_synthweb.log import LogEntry, judged_gaps, load_log, server_holds
 
 
 def slacks(entries: list[LogEntry], min_delay_s: float = 1.0, factor: float = 10.0) -> list[float]:
-    by_host: dict[str, list[LogEntry]] = defaultdict(list)
-    for e in entries:
-        by_host[e.host].append(e)
-    out: list[float] = []
-    for reqs in by_host.values():
-        reqs.sort(key=lambda e: e.start)
-        for prev, cur in itertools.pairwise(reqs):
-            out.append(cur.start - prev.sent - max(min_delay_s, factor * (prev.sent - prev.start)))
-    return sorted(out)
+    """gap - required of every judged gap (no Crawl-delay: the 1 s / 10x part only), smallest first."""
+    return sorted(gap - required for *_, gap, required in judged_gaps(entries, min_delay_s, factor))
 
 
 def main() -> None:

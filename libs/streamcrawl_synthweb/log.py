@@ -20,12 +20,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["LogEntry", "RequestLog", "Violation", "load_log", "politeness_violations", "server_holds"]
+__all__ = ["LogEntry", "RequestLog", "Violation", "judged_gaps", "load_log", "politeness_violations", "server_holds"]
 
 
 @dataclass(frozen=True)
@@ -134,6 +134,37 @@ class Violation:
     required: float
 
 
+def judged_gaps(
+    entries: Iterable[LogEntry],
+    min_delay_s: float = 1.0,
+    factor: float = 10.0,
+    crawl_delays: Mapping[str, float] | None = None,
+) -> Iterator[tuple[str, LogEntry, LogEntry, float, float]]:
+    """Per host, in start order: (host, previous, entry, gap, required) for every request after the
+    first, where the required gap after a request is max(min_delay_s, factor x its duration,
+    crawl_delays[host]). robots.txt fetches count as requests. "Previous" is the earlier request that
+    ended last, so a long request cannot hide an overlap.
+
+    The previous response ended somewhere between its ``last_write`` and ``end`` stamps; gap and duration
+    are read at the earliest of them (``LogEntry.sent``), which is when the crawler can first have seen
+    it. The two stamps normally differ by microseconds; when the kernel held the server between them, the
+    later one would charge the crawler for the hold twice (a later end and, through the 10x rule, a
+    longer exchange)."""
+    delays = crawl_delays or {}
+    by_host: dict[str, list[LogEntry]] = {}
+    for e in entries:
+        by_host.setdefault(e.host, []).append(e)
+    for host, items in sorted(by_host.items()):
+        items.sort(key=lambda e: (e.start, e.end))
+        prev: LogEntry | None = None
+        for e in items:
+            if prev is not None:
+                required = max(min_delay_s, factor * (prev.sent - prev.start), delays.get(host, 0.0))
+                yield host, prev, e, e.start - prev.sent, required
+            if prev is None or e.end >= prev.end:
+                prev = e
+
+
 def politeness_violations(
     entries: Iterable[LogEntry],
     min_delay_s: float = 1.0,
@@ -141,33 +172,14 @@ def politeness_violations(
     crawl_delays: Mapping[str, float] | None = None,
     tolerance_s: float = 0.05,
 ) -> list[Violation]:
-    """Per host, in start order: the required gap after a request is
-    max(min_delay_s, factor x its duration, crawl_delays[host]). robots.txt fetches count as requests.
-    "Previous" is the earlier request that ended last, so a long request cannot hide an overlap.
-
-    The previous response ended somewhere between its ``last_write`` and ``end`` stamps; a violation is
-    counted only if it holds at the earliest of them (``LogEntry.sent``), which is when the crawler can
-    first have seen it. The two stamps normally differ by microseconds; when the kernel held the server
-    between them, the later one would charge the crawler for the hold twice (a later end and, through
-    the 10x rule, a longer exchange)."""
-    delays = crawl_delays or {}
-    by_host: dict[str, list[LogEntry]] = {}
-    for e in entries:
-        by_host.setdefault(e.host, []).append(e)
+    """The gaps of ``judged_gaps`` that break the rule: an overlap, or a gap below the required one minus
+    ``tolerance_s``."""
     out: list[Violation] = []
-    for host, items in sorted(by_host.items()):
-        items.sort(key=lambda e: (e.start, e.end))
-        prev: LogEntry | None = None
-        for e in items:
-            if prev is not None:
-                gap = e.start - prev.sent
-                required = max(min_delay_s, factor * (prev.sent - prev.start), delays.get(host, 0.0))
-                if gap < 0:
-                    out.append(Violation(host, "overlap", prev, e, gap, required))
-                elif gap < required - tolerance_s:
-                    out.append(Violation(host, "short_gap", prev, e, gap, required))
-            if prev is None or e.end >= prev.end:
-                prev = e
+    for host, prev, e, gap, required in judged_gaps(entries, min_delay_s, factor, crawl_delays):
+        if gap < 0:
+            out.append(Violation(host, "overlap", prev, e, gap, required))
+        elif gap < required - tolerance_s:
+            out.append(Violation(host, "short_gap", prev, e, gap, required))
     return out
 
 

@@ -1,21 +1,24 @@
-"""Client CPU per Cassandra statement through the Python driver, by how statements are issued.
+"""Client CPU per Cassandra statement, by driver and by how statements are issued.
 
     make stack-up && .venv/bin/python bench/cql_cost.py --statements 4000 --repeats 3
 
-Why: py-spy puts the driver at 40-50% of the dedup, frontier and recrawl services' CPU, and those
-services issue ~10 statements per crawled page, mostly one after another inside a message's handler.
-This measures what one statement costs this process (user + system CPU, all threads: the caller and
-the driver's libev I/O thread) on the real Cassandra started by ``make stack-up``:
+Why: py-spy put the DataStax Python driver at 40-50% of the dedup, frontier and recrawl services' CPU,
+and those services issue ~10 statements per crawled page, mostly one after another inside a message's
+handler. This measures what one statement costs this process (user + system CPU, all threads: the
+caller and the drivers' I/O threads) on the real Cassandra started by ``make stack-up``:
 
-- ``sequential, asyncio``: ``CassandraCrawlState`` (our adapter) awaiting one statement at a time, as a
-  handler does;
-- ``16 in flight, asyncio``: the same adapter with 16 statements awaited concurrently;
-- ``sequential, sync``: the driver's blocking ``Session.execute``, no asyncio;
-- ``burst, sync``: the driver's ``execute_async`` for all statements, then the results.
+- ``acsylla, sequential``: ``CassandraCrawlState`` on ``AcsyllaSession`` (what the services use now)
+  awaiting one statement at a time, as a handler does;
+- ``acsylla, 16 in flight``: the same with 16 statements awaited concurrently;
+- ``datastax, sequential, asyncio``: the DataStax driver's ``execute_async`` bridged to asyncio with a
+  callback that wakes the loop (the services' adapter before acsylla, kept here as the baseline);
+- ``datastax, 16 in flight, asyncio``: the same, 16 concurrently;
+- ``datastax, sequential, sync``: the driver's blocking ``Session.execute``, no asyncio;
+- ``datastax, burst, sync``: the driver's ``execute_async`` for all statements, then the results.
 
-Each mode runs a single-row write (``host_put_soft404``) and a single-row read (``url_get``) on a scratch
-host name. Modes interleave, ``--repeats`` times; the table gives medians. The rows written are
-``bench-cql-*`` hosts in host_state (harmless; ``make stack-reset`` clears them).
+Each mode runs a single-row write (``host_put_soft404``'s statement) and a single-row read (``url_get``'s)
+on a scratch host name. Modes interleave, ``--repeats`` times; the table gives medians. The rows written
+are ``bench-cql-*`` hosts in host_state (harmless; ``make stack-reset`` clears them).
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ import resource
 import statistics
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
-from streamcrawl_runtime.connect import cassandra_session
+from cassandra.cluster import Session
+from streamcrawl_runtime.connect import cassandra_session, crawl_cql_session
 from streamcrawl_runtime.crawl_state import CassandraCrawlState
 from streamcrawl_runtime.settings import StackSettings
 
@@ -48,19 +53,37 @@ async def _timed(n: int, run: Callable[[], Awaitable[None]]) -> tuple[float, flo
     return 1e6 * (_cpu() - c0) / n, 1e6 * (time.perf_counter() - t0) / n
 
 
-async def measure(state: CassandraCrawlState, n: int) -> dict[str, tuple[float, float]]:
-    session = state.s
+WRITE = "UPDATE host_state SET soft404_signature = ? WHERE host = ?"
+READ = "SELECT * FROM url_state WHERE host = ? AND url_fp = ?"
+
+
+async def datastax_exec(session: Session, stmt: Any, params: tuple[Any, ...]) -> list[Any]:
+    """The DataStax driver bridged to asyncio the way the services did before acsylla: execute_async and
+    a callback that wakes the event loop from the driver's I/O thread."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[list[Any]] = loop.create_future()
+
+    def settle(rows: list[Any] | None, exc: BaseException | None) -> None:
+        if fut.done():
+            return
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(rows or [])
+
+    rf = session.execute_async(stmt, params)
+    rf.add_callbacks(lambda rows: loop.call_soon_threadsafe(settle, rows, None),
+                     lambda exc: loop.call_soon_threadsafe(settle, None, exc))
+    return await fut
+
+
+async def measure(state: CassandraCrawlState, session: Session, n: int) -> dict[str, tuple[float, float]]:
     hosts = _hosts(n)
-    write = session.prepare("UPDATE host_state SET soft404_signature = ? WHERE host = ?")
-    read = session.prepare("SELECT * FROM url_state WHERE host = ? AND url_fp = ?")
+    write, read = session.prepare(WRITE), session.prepare(READ)
 
-    async def seq_write() -> None:
-        for h in hosts:
-            await state.host_put_soft404(h, "none")
-
-    async def seq_read() -> None:
+    async def seq(op: Callable[[int, str], Awaitable[object]]) -> None:
         for i, h in enumerate(hosts):
-            await state.url_get(h, i)
+            await op(i, h)
 
     async def conc(op: Callable[[int, str], Awaitable[object]]) -> None:
         sem = asyncio.Semaphore(16)
@@ -70,6 +93,18 @@ async def measure(state: CassandraCrawlState, n: int) -> dict[str, tuple[float, 
                 await op(i, h)
 
         await asyncio.gather(*(one(i, h) for i, h in enumerate(hosts)))
+
+    def a_write(_i: int, h: str) -> Awaitable[object]:
+        return state.host_put_soft404(h, "none")
+
+    def a_read(i: int, h: str) -> Awaitable[object]:
+        return state.url_get(h, i)
+
+    def d_write(_i: int, h: str) -> Awaitable[object]:
+        return datastax_exec(session, write, ("none", h))
+
+    def d_read(i: int, h: str) -> Awaitable[object]:
+        return datastax_exec(session, read, (h, i))
 
     async def sync_seq(stmt: object, write_: bool) -> None:
         for i, h in enumerate(hosts):
@@ -81,14 +116,18 @@ async def measure(state: CassandraCrawlState, n: int) -> dict[str, tuple[float, 
             f.result()
 
     return {
-        "sequential, asyncio / write": await _timed(n, seq_write),
-        "sequential, asyncio / read": await _timed(n, seq_read),
-        "16 in flight, asyncio / write": await _timed(n, lambda: conc(lambda _i, h: state.host_put_soft404(h, "none"))),
-        "16 in flight, asyncio / read": await _timed(n, lambda: conc(lambda i, h: state.url_get(h, i))),
-        "sequential, sync / write": await _timed(n, lambda: sync_seq(write, True)),
-        "sequential, sync / read": await _timed(n, lambda: sync_seq(read, False)),
-        "burst, sync / write": await _timed(n, lambda: sync_burst(write, True)),
-        "burst, sync / read": await _timed(n, lambda: sync_burst(read, False)),
+        "acsylla, sequential / write": await _timed(n, lambda: seq(a_write)),
+        "acsylla, sequential / read": await _timed(n, lambda: seq(a_read)),
+        "acsylla, 16 in flight / write": await _timed(n, lambda: conc(a_write)),
+        "acsylla, 16 in flight / read": await _timed(n, lambda: conc(a_read)),
+        "datastax, sequential, asyncio / write": await _timed(n, lambda: seq(d_write)),
+        "datastax, sequential, asyncio / read": await _timed(n, lambda: seq(d_read)),
+        "datastax, 16 in flight, asyncio / write": await _timed(n, lambda: conc(d_write)),
+        "datastax, 16 in flight, asyncio / read": await _timed(n, lambda: conc(d_read)),
+        "datastax, sequential, sync / write": await _timed(n, lambda: sync_seq(write, True)),
+        "datastax, sequential, sync / read": await _timed(n, lambda: sync_seq(read, False)),
+        "datastax, burst, sync / write": await _timed(n, lambda: sync_burst(write, True)),
+        "datastax, burst, sync / read": await _timed(n, lambda: sync_burst(read, False)),
     }
 
 
@@ -99,10 +138,11 @@ async def main() -> None:
     args = p.parse_args()
     settings = StackSettings()
     session = cassandra_session(settings, settings.cassandra_keyspace)
-    state = CassandraCrawlState(session)
-    for i in range(300):  # warm the connection and the prepared statements
+    state = CassandraCrawlState(crawl_cql_session(settings))
+    for i in range(300):  # warm the connections and the prepared statements
         await state.url_get("bench-cql-warm.test", i)
-    runs = [await measure(state, args.statements) for _ in range(args.repeats)]
+        await datastax_exec(session, session.prepare(READ), ("bench-cql-warm.test", i))
+    runs = [await measure(state, session, args.statements) for _ in range(args.repeats)]
     print(f"{args.statements} statements per mode, {args.repeats} repeats (medians), {os.cpu_count()} CPUs; "
           "client CPU = this process, all threads\n")
     print("| mode / statement | client CPU µs per statement | wall µs per statement |\n|---|---|---|")

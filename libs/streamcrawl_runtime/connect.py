@@ -13,6 +13,7 @@ from cassandra.policies import RoundRobinPolicy
 from cassandra.query import _clean_column_name  # the driver's own rule for "[applied]" → "applied"
 from minio import Minio
 
+from streamcrawl_runtime.cql import AcsyllaSession
 from streamcrawl_runtime.settings import StackSettings
 
 # The driver logs a warning per connection attempt while a node starts; readiness probes retry anyway.
@@ -48,6 +49,12 @@ def cassandra_session(settings: StackSettings, keyspace: str | None = None, conn
     session.default_timeout = 20.0
     session.row_factory = cached_named_tuple_factory
     return session
+
+
+def crawl_cql_session(settings: StackSettings, keyspace: str | None = None) -> AcsyllaSession:
+    """The services' hot-path CQL session (acsylla, see streamcrawl_runtime.cql); it connects on first use."""
+    return AcsyllaSession(settings.cassandra_host_list, settings.cassandra_port,
+                          keyspace or settings.cassandra_keyspace, connect_timeout_s=5.0, request_timeout_s=20.0)
 
 
 def minio_client(settings: StackSettings) -> Minio:

@@ -1,5 +1,6 @@
 """Crawl state in Cassandra (url_state, host_state, frontier_queue, due_index, content_index,
-simhash_blocks), behind one async repository with prepared statements.
+simhash_blocks), behind one async repository with prepared statements (on the `CqlSession` port,
+streamcrawl_runtime.cql).
 
 Services depend on the `CrawlState` protocol; `CassandraCrawlState` is the adapter and
 `FakeCrawlState` (tests/unit/services/fakes.py) serves unit tests. Every write is an idempotent upsert
@@ -10,17 +11,13 @@ that landed in part.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol
 
-from cassandra.cluster import ResponseFuture, Session
-from cassandra.query import BatchStatement, BatchType
+from streamcrawl_runtime.cql import CqlSession
 
-from streamcrawl_runtime.errors import TransientError, is_transient
-
-_Write = tuple[Any, tuple[Any, ...]]  # a prepared statement and its parameters
+_Write = tuple[str, tuple[Any, ...]]  # a statement's CQL text and its parameters
 
 
 def ts(epoch: float | None) -> datetime | None:
@@ -182,16 +179,15 @@ def _signed(u: int) -> int:
 
 
 class CassandraCrawlState:
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: CqlSession) -> None:
         self.s = session
-        p = session.prepare
+        p = str  # a statement is its CQL text: the session prepares each text once, on first use
         self._q_put = p("INSERT INTO frontier_queue (part, host, url_fp, url, priority, kind, not_before, depth,"
                         " enqueued_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
         self._q_del = p("DELETE FROM frontier_queue WHERE part = ? AND host = ? AND url_fp = ?")
         self._u_done = p("UPDATE url_state SET frontier_done_at = ? WHERE host = ? AND url_fp = ?")
         self._q_load = p("SELECT host, url_fp, url, priority, kind, not_before, depth, enqueued_at"
                          " FROM frontier_queue WHERE part = ?")
-        self._q_load.fetch_size = 5000
         self._h_get = p("SELECT * FROM host_state WHERE host = ?")
         self._h_lease_get = p("SELECT lease_id FROM host_state WHERE host = ?")
         # Politeness after a fetch also ends the host's lease: one write instead of two per page.
@@ -227,47 +223,12 @@ class CassandraCrawlState:
         self._o_all = p("SELECT host, min_delay_s, delay_factor, page_budget FROM host_overrides")
         self._d_del = p("DELETE FROM due_index WHERE bucket = ? AND next_visit_at = ? AND host = ? AND url_fp = ?")
 
-    async def _exec(self, stmt: Any, params: tuple[Any, ...]) -> list[Any]:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[list[Any]] = loop.create_future()
-        rows: list[Any] = []
-        try:
-            rf: ResponseFuture = self.s.execute_async(stmt, params)
-        except Exception as exc:
-            raise TransientError(f"cassandra: {exc!r}") from exc
-
-        def settle(result: list[Any] | None, exc: BaseException | None) -> None:
-            if fut.done():
-                return
-            if exc is not None:
-                fut.set_exception(exc)
-            else:
-                fut.set_result(result or [])
-
-        def ok(page: list[Any] | None) -> None:
-            try:
-                rows.extend(page or ())  # writes answer with no rows
-                if rf.has_more_pages:
-                    rf.start_fetching_next_page()
-                    return
-            except Exception as exc:  # never leave the awaiting coroutine hanging
-                loop.call_soon_threadsafe(settle, None, exc)
-                return
-            loop.call_soon_threadsafe(settle, rows, None)
-
-        def err(exc: BaseException) -> None:
-            wrapped = TransientError(f"cassandra: {exc!r}") if is_transient(exc) else exc
-            loop.call_soon_threadsafe(settle, None, wrapped)
-
-        rf.add_callbacks(ok, err)
-        return await fut
+    async def _exec(self, stmt: str, params: tuple[Any, ...], page_size: int | None = None) -> list[Any]:
+        return await self.s.execute(stmt, params, page_size)
 
     async def _exec_unlogged(self, statements: list[_Write]) -> None:
         """Idempotent writes sent as one unlogged batch: one round trip, no batch log."""
-        batch = BatchStatement(batch_type=BatchType.UNLOGGED)
-        for stmt, params in statements:
-            batch.add(stmt, params)
-        await self._exec(batch, ())
+        await self.s.execute_unlogged(statements)
 
     # ---------------------------------------------------------------- frontier_queue
     async def queue_put(self, item: QueuedUrl) -> None:
@@ -286,7 +247,7 @@ class CassandraCrawlState:
         await self._exec_unlogged(self._finish_writes(part, host, url_fp, now))
 
     async def queue_load(self, part: int) -> list[QueuedUrl]:
-        rows = await self._exec(self._q_load, (part,))
+        rows = await self._exec(self._q_load, (part,), page_size=5000)
         return [QueuedUrl(part, r.host, r.url_fp, r.url, 5 if r.priority is None else r.priority, r.kind or "discovery",
                           epoch(r.not_before) or 0.0, r.depth or 0, epoch(r.enqueued_at) or 0.0) for r in rows]
 

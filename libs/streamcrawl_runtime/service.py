@@ -7,7 +7,7 @@ import logging
 from prometheus_client import start_http_server
 
 from streamcrawl_runtime.blobstore import S3BlobStore
-from streamcrawl_runtime.connect import cassandra_session, minio_client
+from streamcrawl_runtime.connect import crawl_cql_session, minio_client
 from streamcrawl_runtime.crawl_state import CassandraCrawlState
 from streamcrawl_runtime.logs import setup_logging
 from streamcrawl_runtime.settings import StackSettings
@@ -23,7 +23,7 @@ def start_service(name: str, settings: StackSettings, log_level: str = "INFO", m
 
 
 def crawl_state(settings: StackSettings) -> CassandraCrawlState:
-    return CassandraCrawlState(cassandra_session(settings, keyspace=settings.cassandra_keyspace))
+    return CassandraCrawlState(crawl_cql_session(settings))
 
 
 def blob_store(settings: StackSettings) -> S3BlobStore:

@@ -11,10 +11,11 @@ from streamcrawl_contracts.topics import FETCH_REQUESTS
 from streamcrawl_core.politeness import PolitenessConfig, required_delay
 from streamcrawl_core.robots import RobotsConfig
 from streamcrawl_runtime.blobstore import S3BlobStore
-from streamcrawl_runtime.connect import cassandra_session, minio_client
+from streamcrawl_runtime.connect import minio_client
 from streamcrawl_runtime.crawl_state import CassandraCrawlState
 from streamcrawl_runtime.kafka_loop import LoopConfig, RunLoop
 from streamcrawl_runtime.logs import setup_logging
+from streamcrawl_runtime.service import crawl_state
 
 from streamcrawl_fetcher.dns import Resolver, parse_networks
 from streamcrawl_fetcher.fetch import HttpFetcher, make_client
@@ -29,7 +30,7 @@ def build_handler(settings: FetcherSettings, state: CassandraCrawlState | None =
                   blobs: S3BlobStore | None = None) -> FetcherHandler:
     """Wire the handler from settings (the integration test reuses this with its own adapters)."""
     if state is None:
-        state = CassandraCrawlState(cassandra_session(settings, keyspace=settings.cassandra_keyspace))
+        state = crawl_state(settings)
     if blobs is None:
         blobs = S3BlobStore(minio_client(settings), settings.s3_bucket)
     resolver = Resolver(settings.dns_server, settings.dns_port, settings.dns_timeout_s,

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import pytest
 from cassandra.cluster import Session
 from minio import Minio
-from streamcrawl_runtime.connect import cassandra_session, minio_client
+from streamcrawl_runtime.connect import cassandra_session, crawl_cql_session, minio_client
+from streamcrawl_runtime.cql import AcsyllaSession
 from streamcrawl_runtime.settings import StackSettings
 
 
@@ -25,6 +26,13 @@ def cql(stack: StackSettings) -> Iterator[Session]:
     session = cassandra_session(stack, keyspace=stack.cassandra_keyspace)
     yield session
     session.cluster.shutdown()
+
+
+@pytest.fixture
+def crawl_cql(stack: StackSettings) -> AcsyllaSession:
+    """The services' CQL session (acsylla). It opens on first use in the test's event loop, so each test
+    gets its own (a driver session is bound to one loop)."""
+    return crawl_cql_session(stack)
 
 
 @pytest.fixture(scope="session")

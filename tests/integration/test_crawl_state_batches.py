@@ -29,8 +29,8 @@ def _fp(blocks: list[int]) -> int:
     return sum(v << (16 * b) for b, v in enumerate(blocks))
 
 
-def test_simhash_candidates_one_in_read_finds_every_block_match(cql, unique):
-    state = CassandraCrawlState(cql)
+def test_simhash_candidates_one_in_read_finds_every_block_match(crawl_cql, unique):
+    state = CassandraCrawlState(crawl_cql)
     rnd = random.Random(unique)
     while True:  # a fingerprint with 4 distinct block values
         target = rnd.getrandbits(64)
@@ -67,8 +67,8 @@ def test_simhash_candidates_one_in_read_finds_every_block_match(cql, unique):
     assert sorted(found) == sorted([*expected, (_signed(near ^ 1), changed)])
 
 
-def test_url_row_and_simhash_rows_in_one_batch(cql, unique):
-    state = CassandraCrawlState(cql)
+def test_url_row_and_simhash_rows_in_one_batch(cql, crawl_cql, unique):
+    state = CassandraCrawlState(crawl_cql)
     host = f"indexed-{unique}.test"
     url = f"http://{host}/p"
     sim = _signed(random.Random(unique).getrandbits(64))
@@ -91,8 +91,8 @@ def test_url_row_and_simhash_rows_in_one_batch(cql, unique):
         assert [r.simhash for r in rows] == [sim]
 
 
-def test_politeness_and_finish_in_one_batch(cql, unique):
-    state = CassandraCrawlState(cql)
+def test_politeness_and_finish_in_one_batch(crawl_cql, unique):
+    state = CassandraCrawlState(crawl_cql)
     host, fp, url = f"polite-{unique}.test", 9, f"http://polite-{unique}.test/"
 
     async def scenario() -> tuple[HostState | None, list[QueuedUrl], UrlState | None]:
@@ -110,8 +110,8 @@ def test_politeness_and_finish_in_one_batch(cql, unique):
     assert queued == [] and row.frontier_done_at == 1_700_000_001.0
 
 
-def test_schedule_and_due_row_in_one_batch(cql, unique):
-    state = CassandraCrawlState(cql)
+def test_schedule_and_due_row_in_one_batch(crawl_cql, unique):
+    state = CassandraCrawlState(crawl_cql)
     host, fp, url = f"sched-{unique}.test", 13, f"http://sched-{unique}.test/p"
     visit_at = 2_000_000_000.0 + random.Random(unique).randrange(3600) * 1000.0  # far from any crawl's rows
 

@@ -61,7 +61,7 @@ def _read(bootstrap: str, topic: str, want: int, timeout: float = 60.0) -> list[
     return got
 
 
-def test_fetch_request_to_parsed_page(stack, cql, s3, unique):
+def test_fetch_request_to_parsed_page(stack, crawl_cql, s3, unique):
     host = f"it-{unique}.test"
     req_t, res_t, parsed_t = f"t-freq-{unique}", f"t-fres-{unique}", f"t-parsed-{unique}"
     admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})
@@ -81,7 +81,7 @@ def test_fetch_request_to_parsed_page(stack, cql, s3, unique):
 
     settings = FetcherSettings(dns_server="127.0.0.1", dns_port=dns_srv.port, allowed_networks="127.0.0.0/8")
     blobs = S3BlobStore(s3, stack.s3_bucket)
-    state = CassandraCrawlState(cql)
+    state = CassandraCrawlState(crawl_cql)
     fetcher = build_fetcher(settings, state=state, blobs=blobs)
     fetch_loop = RunLoop(LoopConfig("fetcher-it", f"fetcher-{unique}", {req_t: FetchRequest},
                                     stack.kafka_bootstrap, max_in_flight=16, resume_below=8),

@@ -55,12 +55,12 @@ def test_s3_missing_key(s3, stack, unique):
         store.get_page(f"pages/zz/{unique}.gz")
 
 
-def test_queue_finish_drops_the_row_and_marks_the_url_in_one_batch(cql, unique):
+def test_queue_finish_drops_the_row_and_marks_the_url_in_one_batch(crawl_cql, unique):
     import asyncio
 
     from streamcrawl_runtime.crawl_state import CassandraCrawlState, QueuedUrl
 
-    state = CassandraCrawlState(cql)
+    state = CassandraCrawlState(crawl_cql)
     host, fp, url = f"finish-{unique}.test", 7, f"http://finish-{unique}.test/"
 
     async def scenario() -> tuple[list[QueuedUrl], list[QueuedUrl], float | None]:
@@ -77,12 +77,12 @@ def test_queue_finish_drops_the_row_and_marks_the_url_in_one_batch(cql, unique):
     assert done_at == 1_700_000_100.0
 
 
-def test_discovered_urls_of_one_host_in_one_batch(cql, unique):
+def test_discovered_urls_of_one_host_in_one_batch(crawl_cql, unique):
     import asyncio
 
     from streamcrawl_runtime.crawl_state import CassandraCrawlState
 
-    state = CassandraCrawlState(cql)
+    state = CassandraCrawlState(crawl_cql)
     host = f"many-{unique}.test"
     urls = [(i, f"http://{host}/{i}") for i in range(1, 4)]
 

@@ -1,35 +1,25 @@
-"""A fake Cassandra driver session for CassandraCrawlState unit tests (no Cassandra here): prepare()
-returns the CQL text, execute_async logs (cql, params) and answers canned rows."""
+"""A fake CQL session (the `CqlSession` port) for CassandraCrawlState unit tests (no Cassandra here):
+execute() logs (cql, params) and answers canned rows; execute_unlogged() records each batch."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-
-class FakeResponse:
-    has_more_pages = False
-
-    def __init__(self, rows: list[Any]) -> None:
-        self.rows = rows
-
-    def add_callbacks(self, ok: Any, err: Any) -> None:
-        ok(self.rows)
-
-
-class Prepared(str):
-    """The CQL text, with room for statement attributes (fetch_size)."""
+Batch = list[tuple[str, tuple[Any, ...]]]
 
 
 class FakeSession:
-    """prepare() returns the CQL text itself; execute_async logs (cql, params) and answers canned rows."""
-
     def __init__(self) -> None:
         self.executed: list[tuple[str, tuple[Any, ...]]] = []
         self.rows: dict[str, list[Any]] = {}
+        self.batches: list[Batch] = []
+        self.page_sizes: dict[str, int | None] = {}
 
-    def prepare(self, cql: str) -> Prepared:
-        return Prepared(cql)
+    async def execute(self, cql: str, params: Sequence[Any], page_size: int | None = None) -> list[Any]:
+        self.executed.append((cql, tuple(params)))
+        self.page_sizes[cql] = page_size
+        return self.rows.get(cql, [])
 
-    def execute_async(self, stmt: str, params: tuple[Any, ...]) -> FakeResponse:
-        self.executed.append((stmt, params))
-        return FakeResponse(self.rows.get(stmt, []))
+    async def execute_unlogged(self, writes: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        self.batches.append([(cql, tuple(params)) for cql, params in writes])

@@ -35,7 +35,7 @@ def host_state_columns() -> dict[str, str]:
 
 def test_host_put_budget_writes_the_count_with_its_cycle_in_one_update() -> None:
     session = FakeSession()
-    state = CassandraCrawlState(session)  # type: ignore[arg-type]
+    state = CassandraCrawlState(session)
     asyncio.run(state.host_put_budget("a.test", 19675, 7))
     [(cql, params)] = session.executed
     assert cql == "UPDATE host_state SET cycle = ?, urls_this_cycle = ? WHERE host = ?"
@@ -46,7 +46,7 @@ def test_host_put_budget_writes_the_count_with_its_cycle_in_one_update() -> None
 
 def test_host_get_reads_the_cycle_back() -> None:
     session = FakeSession()
-    state = CassandraCrawlState(session)  # type: ignore[arg-type]
+    state = CassandraCrawlState(session)
     get = "SELECT * FROM host_state WHERE host = ?"
     session.rows[get] = [host_row(cycle=19675, urls_this_cycle=7)]
     hs = asyncio.run(state.host_get("a.test"))

@@ -6,28 +6,18 @@ from __future__ import annotations
 
 import asyncio
 from types import SimpleNamespace
-from typing import Any
 
 from streamcrawl_core.simhash import to_signed64
 from streamcrawl_runtime.crawl_state import CassandraCrawlState, UrlState
 
-from .fake_session import FakeSession
-
-Batch = list[tuple[str, tuple[Any, ...]]]
+from .fake_session import Batch, FakeSession
 
 
 def recording_state() -> tuple[CassandraCrawlState, FakeSession, list[Batch]]:
-    """A state whose single requests go to a FakeSession and whose unlogged batches are recorded (the
-    driver's BatchStatement needs real prepared statements): each batch is one request."""
+    """A state on a FakeSession: single requests in session.executed, each unlogged batch (one request)
+    in the returned list."""
     session = FakeSession()
-    state = CassandraCrawlState(session)  # type: ignore[arg-type]
-    batches: list[Batch] = []
-
-    async def record(statements: list[tuple[Any, tuple[Any, ...]]]) -> None:
-        batches.append([(str(stmt), params) for stmt, params in statements])
-
-    state._exec_unlogged = record  # type: ignore[method-assign]
-    return state, session, batches
+    return CassandraCrawlState(session), session, session.batches
 
 
 def test_simhash_candidates_is_one_read_over_every_block_and_value() -> None:

@@ -1,0 +1,164 @@
+"""The CQL port the crawl state is written against, and its adapter on acsylla (the ScyllaDB/DataStax C++
+driver, wrapped for asyncio).
+
+Why a second driver next to the DataStax Python driver (which migrations, the control plane and the
+launcher still use): the services issue several statements per crawled page, one awaited at a time, and
+the Python driver costs ~500-650 µs of client CPU per such statement; acsylla costs ~230 µs for the same
+statement (docs/benchmarks-cql.md, ``bench/cql_cost.py``). It also answers on the asyncio loop directly,
+with no thread of ours between the loop and the driver.
+
+`CqlSession` is the port: statements are identified by their CQL text (prepared once per session and
+cached), parameters are positional, rows come back as named tuples (``row.host``), every page of a
+result is read. Errors that mean "Cassandra is down or slow" become `TransientError`, so the run loop
+retries instead of dead-lettering.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import re
+from collections import namedtuple
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import acsylla
+from acsylla import errors as cass_errors
+
+from streamcrawl_runtime.errors import TransientError
+
+Write = tuple[str, Sequence[Any]]  # CQL text and its positional parameters
+
+
+class _DropNotices(logging.Filter):
+    """The C++ driver logs, at error level, that a (non-Scylla) Cassandra node has no shard information,
+    once per connection; that is expected here and would drown real errors."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "sharding info" not in record.getMessage()
+
+
+logging.getLogger("acsylla").addFilter(_DropNotices())
+
+
+class CqlSession(Protocol):
+    async def execute(self, cql: str, params: Sequence[Any], page_size: int | None = None) -> list[Any]:
+        """Run one statement; every row of every page, as named tuples (none for a write)."""
+
+    async def execute_unlogged(self, writes: Sequence[Write]) -> None:
+        """Idempotent writes as one unlogged batch: one request, no batch log, not atomic across
+        partitions."""
+
+
+# The driver's error classes (acsylla.errors) that mean the engine is unreachable, overloaded or slow:
+# the same statement may succeed later.
+_TRANSIENT = tuple(getattr(cass_errors, name) for name in (
+    "CassErrorLibNoHostsAvailable", "CassErrorLibRequestTimedOut", "CassErrorLibUnableToConnect",
+    "CassErrorLibWriteError", "CassErrorLibNoStreams", "CassErrorLibRequestQueueFull",
+    "CassErrorLibNoAvailableIoThread", "CassErrorLibUnableToSetKeyspace", "CassErrorServerUnavailable",
+    "CassErrorServerOverloaded", "CassErrorServerIsBootstrapping", "CassErrorServerWriteTimeout",
+    "CassErrorServerReadTimeout", "CassErrorServerServerError", "CassErrorServerTruncateError",
+))
+
+
+def _clean(name: str) -> str:
+    """A column name as a Python identifier: ``[applied]`` → ``applied`` (the rule the Python driver uses,
+    so callers read an LWT's outcome as ``row.applied`` with either)."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", name).strip("_") or "column"
+
+
+@functools.lru_cache(maxsize=512)
+def _row_class(columns: tuple[str, ...]) -> Any:
+    """One named-tuple class per column list (prepared statements repeat theirs)."""
+    return namedtuple("Row", [_clean(c) for c in columns])  # type: ignore[misc]
+
+
+class AcsyllaSession:
+    """`CqlSession` on acsylla. The driver session is bound to the event loop it was created on, so it is
+    opened lazily on first use in the running loop (and again if a later caller runs another loop, as
+    tests do with one ``asyncio.run`` per test); constructors that are not async can build one."""
+
+    def __init__(self, hosts: Sequence[str], port: int, keyspace: str, *, connect_timeout_s: float = 5.0,
+                 request_timeout_s: float = 20.0) -> None:
+        self._cluster_args: dict[str, Any] = {
+            "port": port, "protocol_version": 4, "connect_timeout": connect_timeout_s,
+            "request_timeout": request_timeout_s,
+            "log_level": "error",  # to the "acsylla" logger (see _DropNotices)
+        }
+        self._hosts = list(hosts)
+        self._keyspace = keyspace
+        self._session: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._prepared: dict[str, Any] = {}
+        self._lock: asyncio.Lock | None = None
+
+    async def _open(self) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._session is not None and self._loop is loop:
+            return self._session
+        if self._lock is None or self._loop is not loop:
+            self._lock, self._loop, self._session, self._prepared = asyncio.Lock(), loop, None, {}
+        async with self._lock:
+            if self._session is None:
+                cluster = acsylla.create_cluster(self._hosts, **self._cluster_args)
+                try:
+                    self._session = await cluster.create_session(keyspace=self._keyspace)
+                except _TRANSIENT as exc:
+                    raise TransientError(f"cassandra: {exc!r}") from exc
+        return self._session
+
+    async def _prepare(self, session: Any, cql: str) -> Any:
+        stmt = self._prepared.get(cql)
+        if stmt is None:
+            try:
+                stmt = self._prepared[cql] = await session.create_prepared(cql)
+            except _TRANSIENT as exc:
+                raise TransientError(f"cassandra: {exc!r}") from exc
+        return stmt
+
+    async def _bound(self, cql: str, params: Sequence[Any], page_size: int | None = None,
+                     page_state: bytes | None = None) -> tuple[Any, Any]:
+        session = self._session if self._loop is asyncio.get_running_loop() else None
+        if session is None:
+            session = await self._open()
+        prepared = self._prepared.get(cql) or await self._prepare(session, cql)
+        stmt = prepared.bind(page_size=page_size, page_state=page_state)
+        stmt.bind_list(params if type(params) is list else list(params))  # the driver takes a list only
+        return session, stmt
+
+    async def execute(self, cql: str, params: Sequence[Any], page_size: int | None = None) -> list[Any]:
+        session, stmt = await self._bound(cql, params, page_size)
+        rows: list[Any] = []
+        while True:
+            try:
+                result = await session.execute(stmt)
+            except _TRANSIENT as exc:
+                raise TransientError(f"cassandra: {exc!r}") from exc
+            if result.count():
+                row = _row_class(tuple(result.columns_names()))
+                rows.extend(row(*r.as_tuple()) for r in result.all())
+            if not result.has_more_pages():
+                return rows
+            session, stmt = await self._bound(cql, params, page_size, result.page_state())
+
+    async def execute_unlogged(self, writes: Sequence[Write]) -> None:
+        if len(writes) == 1:
+            await self.execute(*writes[0])
+            return
+        batch = acsylla.create_batch_unlogged()
+        session = None
+        for cql, params in writes:
+            session, stmt = await self._bound(cql, params)
+            batch.add_statement(stmt)
+        if session is None:
+            return
+        try:
+            await session.execute_batch(batch)
+        except _TRANSIENT as exc:
+            raise TransientError(f"cassandra: {exc!r}") from exc
+
+    async def close(self) -> None:
+        if self._session is not None and self._loop is asyncio.get_running_loop():
+            await self._session.close()
+        self._session = None

@@ -2,7 +2,7 @@
 
 The URL's host is resolved by `Resolver` (cache, negative cache, allow-list) and the request goes to the
 IP; the Host header (and, for https, the TLS SNI name) stays the original host, so name-based virtual
-hosting works and no second, uncontrolled lookup happens inside httpx. Redirects are never followed
+hosting works and no second, uncontrolled lookup happens in the HTTP client. Redirects are never followed
 here for pages (each hop goes back through normalization and dedup); `fetch_robots` follows a few.
 """
 
@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import httpx
+import yarl
 from streamcrawl_core.urls import UrlError, normalize
 
 from streamcrawl_fetcher.dns import AddressNotAllowed, DnsError, Resolver
 
-__all__ = ["AddressNotAllowed", "DnsError", "HttpFetcher", "HttpResponse", "NetworkError", "make_client"]
+__all__ = ["AddressNotAllowed", "AiohttpTransport", "DnsError", "HttpFetcher", "HttpResponse", "NetworkError",
+           "make_client"]
 
 
 class NetworkError(Exception):
@@ -35,38 +38,138 @@ class HttpResponse:
     elapsed_s: float
 
 
-class ShardedTransport:
-    """Connection pools sharded by origin. httpcore's pool scans every pooled connection for every
-    request; a broad crawl keeps connections to thousands of hosts, which made that scan ~70% of the
-    fetcher's CPU (py-spy, 2,000 hosts). With one small pool per shard the scan stays short, and a host
-    always lands in the same shard, so keep-alive still works."""
+class AiohttpTransport(httpx.AsyncBaseTransport):
+    """httpx requests and responses over one aiohttp connection pool.
 
-    def __init__(self, max_connections: int, verify_tls: bool = True, shards: int = 64) -> None:
-        per_shard = max(4, max_connections // shards)
-        limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=max(2, per_shard // 2),
-                              keepalive_expiry=15.0)
-        ctx = httpx.create_ssl_context(verify=verify_tls)  # one TLS context shared by every shard
-        # trust_env=False: proxies from the environment must not silently reroute a crawler.
-        self.shards = [httpx.AsyncHTTPTransport(verify=ctx, trust_env=False, limits=limits, retries=0)
-                       for _ in range(shards)]
+    Why: with httpcore underneath, httpx/httpcore (anyio cancel scopes, h11, the pool) took about half of
+    the fetcher's CPU; aiohttp's C parser and dict-keyed pool cost a fraction of that per request
+    (bench/fetch_cost.py, docs/benchmarks-fetch.md). The fetcher still speaks httpx: requests,
+    headers, timeouts (the request's "timeout" extension), SNI ("sni_hostname") and decoding (httpx's
+    decoders, on the raw bytes: the body cap stays on the decoded body) are httpx's.
+
+    What is pinned here, because aiohttp would otherwise differ from the httpcore transport:
+    no cookie jar (cookies never travel from one host to another), no proxies from the environment,
+    no automatic decompression, no redirects, no silent resend of a GET on a broken keep-alive
+    connection (one lease = one request), and response heads up to h11's size. Every aiohttp error comes
+    out as the httpx exception httpcore raised in the same situation, so `HttpFetcher.get` maps errors as
+    before. aiohttp adds an Accept, Accept-Encoding or User-Agent header only when the request has none;
+    HttpFetcher always sets all three, so the request head on the wire is the one HttpFetcher builds.
+
+    Connections are pooled per (address, port, TLS, SNI name) with keep-alive; an idle one closes after
+    `keepalive_expiry_s` (their number has no cap); `max_connections` caps the connections in use. The
+    session is opened on first use: aiohttp binds it to the running loop. Request bodies must be in memory
+    (the fetcher only sends GETs).
+    """
+
+    def __init__(self, max_connections: int, verify_tls: bool = True, keepalive_expiry_s: float = 15.0) -> None:
+        self.max_connections = max_connections
+        self.keepalive_expiry_s = keepalive_expiry_s
+        self.ssl_context = httpx.create_ssl_context(verify=verify_tls)
+        self._session: aiohttp.ClientSession | None = None
+        self._timeouts: dict[tuple[float | None, float | None, float | None], aiohttp.ClientTimeout] = {}
+
+    def _open(self) -> aiohttp.ClientSession:
+        connector = aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=0, ssl=self.ssl_context,
+                                         keepalive_timeout=self.keepalive_expiry_s, use_dns_cache=False)
+        session = aiohttp.ClientSession(
+            connector=connector, cookie_jar=aiohttp.DummyCookieJar(), trust_env=False, auto_decompress=False,
+            timeout=aiohttp.ClientTimeout(total=None),
+            # h11 (under httpcore) took a response head of up to 100 KiB with no per-line or count limit;
+            # aiohttp's defaults (8 KiB per line, 128 fields) would refuse some real sites' heads.
+            max_line_size=_MAX_HEAD_BYTES, max_field_size=_MAX_HEAD_BYTES, max_headers=_MAX_HEADER_FIELDS)
+        # aiohttp resends an idempotent request once when the connection breaks under it; httpcore with
+        # retries=0 did not, and a second request to the host would not be paid for by a lease.
+        session._retry_connection = False
+        self._session = session
+        return session
+
+    def _timeout(self, connect: float | None, read: float | None, pool: float | None) -> aiohttp.ClientTimeout:
+        key = (connect, read, pool)
+        timeout = self._timeouts.get(key)
+        if timeout is None:
+            # aiohttp's `connect` covers waiting for a pool slot and connecting; httpx splits the two.
+            total_connect = None if connect is None or pool is None else connect + pool
+            timeout = self._timeouts[key] = aiohttp.ClientTimeout(total=None, connect=total_connect,
+                                                                  sock_connect=connect, sock_read=read)
+        return timeout
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        origin = (request.url.host, request.url.port)
-        return await self.shards[hash(origin) % len(self.shards)].handle_async_request(request)
+        session = self._session or self._open()
+        t = request.extensions.get("timeout", {})
+        try:
+            response = await session.request(
+                request.method, yarl.URL(str(request.url), encoded=True), headers=request.headers.multi_items(),
+                data=request.content or None, allow_redirects=False,
+                timeout=self._timeout(t.get("connect"), t.get("read"), t.get("pool")),
+                server_hostname=request.extensions.get("sni_hostname"))
+        except (*_AIOHTTP_ERRORS, ValueError) as exc:  # ValueError: a header value aiohttp will not send
+            raise _httpx_error(exc, request) from exc
+        reason = (response.reason or "").encode("utf-8", "replace")
+        return httpx.Response(response.status, headers=response.raw_headers, stream=_AiohttpBody(response, request),
+                              request=request, extensions={"http_version": b"HTTP/1.1", "reason_phrase": reason})
 
     async def aclose(self) -> None:
-        for shard in self.shards:
-            await shard.aclose()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
 
-def make_client(max_connections: int, verify_tls: bool = True) -> ShardedTransport:
-    """The connection pools. We drive transports directly, not an AsyncClient: the client parses every
+_MAX_HEAD_BYTES = 100 * 1024
+_MAX_HEADER_FIELDS = 1024
+# HttpProcessingError: a malformed response; TimeoutError: a timer of aiohttp's own (the total limit of
+# HttpFetcher.get is outside the transport, and reaches it as a cancellation, never as TimeoutError).
+_AIOHTTP_ERRORS = (aiohttp.ClientError, aiohttp.http_exceptions.HttpProcessingError, TimeoutError)
+
+
+class _AiohttpBody(httpx.AsyncByteStream):
+    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request) -> None:
+        self.response = response
+        self.request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self.response.content.iter_any():
+                yield chunk
+        except _AIOHTTP_ERRORS as exc:
+            raise _httpx_error(exc, self.request, reading=True) from exc
+
+    async def aclose(self) -> None:
+        # Back to the pool when the body was read to its end, closed otherwise (as httpcore does).
+        self.response.release()
+
+
+def _httpx_error(exc: BaseException, request: httpx.Request, reading: bool = False) -> httpx.TransportError:
+    """The httpx exception httpcore raised in the same situation (HttpFetcher.get maps those)."""
+    message = str(exc) or type(exc).__name__
+    error: type[httpx.TransportError]
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        error = httpx.ConnectTimeout
+    elif isinstance(exc, aiohttp.SocketTimeoutError):
+        error = httpx.ReadTimeout
+    elif isinstance(exc, (aiohttp.ServerTimeoutError, TimeoutError)):
+        error = httpx.ReadTimeout if reading else httpx.ConnectTimeout
+    elif isinstance(exc, (aiohttp.ClientConnectorError, aiohttp.ClientSSLError, aiohttp.ServerFingerprintMismatch)):
+        error = httpx.ConnectError
+    elif isinstance(exc, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientResponseError,
+                          aiohttp.http_exceptions.HttpProcessingError)):
+        error = httpx.RemoteProtocolError
+    elif isinstance(exc, aiohttp.InvalidURL):
+        error = httpx.UnsupportedProtocol
+    elif isinstance(exc, ValueError):  # a CR/LF in a header value, refused as h11 refused it
+        error = httpx.LocalProtocolError
+    else:  # ClientOSError (a reset, a broken pipe) and the rest
+        error = httpx.ReadError
+    return error(message, request=request)
+
+
+def make_client(max_connections: int, verify_tls: bool = True) -> httpx.AsyncBaseTransport:
+    """The connection pool. We drive the transport directly, not an AsyncClient: the client parses every
     Location header (raising on a malformed one and losing the response) even when not following."""
-    return ShardedTransport(max_connections, verify_tls)
+    return AiohttpTransport(max_connections, verify_tls)
 
 
 class HttpFetcher:
-    def __init__(self, client: ShardedTransport, resolver: Resolver, user_agent: str,
+    def __init__(self, client: httpx.AsyncBaseTransport, resolver: Resolver, user_agent: str,
                  connect_timeout_s: float = 5.0, read_timeout_s: float = 30.0,
                  total_timeout_s: float = 120.0) -> None:
         self.client = client
@@ -102,8 +205,9 @@ class HttpFetcher:
         extensions: dict[str, Any] = {"timeout": self.timeouts}
         if target.scheme == "https":
             extensions["sni_hostname"] = host
-            # The pool is keyed by IP:port, so a kept-alive TLS connection could be reused for another
-            # virtual host with the wrong SNI/certificate; polite crawling rarely reuses one anyway.
+            # Kept from the httpcore pool, which was keyed by IP:port only and could have reused a TLS
+            # connection for another virtual host (wrong SNI/certificate). aiohttp's pool key includes the
+            # SNI name, so this could go; polite crawling rarely reuses a connection anyway.
             req_headers["Connection"] = "close"
         request = httpx.Request("GET", target.copy_with(host=ip), headers=req_headers, extensions=extensions)
         t0 = time.perf_counter()

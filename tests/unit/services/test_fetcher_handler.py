@@ -99,7 +99,7 @@ class Rig:
         # the frontier persists the lease before it sends a request (the fetcher checks it: fencing)
         hs = self.state.hosts.setdefault(req.host, HostState(req.host))
         hs.lease_id = req.lease_id
-        # a fresh client per run: httpx clients are bound to the event loop that used them
+        # a fresh client per run: a client's connections are bound to the event loop that used them
         self.client = self.http.client = make_client(16)
         return asyncio.run(go())
 
@@ -505,7 +505,10 @@ def test_replayed_request_with_a_superseded_lease_is_not_fetched(rig: Rig) -> No
     rig.state.host_lease = superseded  # type: ignore[method-assign]
 
     async def go() -> Sequence[Output]:
-        return await rig.handler.handle(Record("t", 0, 0, req.host, b""), req)
+        try:
+            return await rig.handler.handle(Record("t", 0, 0, req.host, b""), req)
+        finally:
+            await rig.http.client.aclose()
 
     rig.http.client = make_client(16)
     [out] = asyncio.run(go())
@@ -527,7 +530,10 @@ def test_fresh_request_skips_the_lease_read(rig: Rig) -> None:
     rig.state.host_lease = lease  # type: ignore[method-assign]
 
     async def go(req: FetchRequest, fresh: bool) -> Sequence[Output]:
-        return await rig.handler.handle(Record("t", 0, 0, req.host, b"", fresh=fresh), req)
+        try:
+            return await rig.handler.handle(Record("t", 0, 0, req.host, b"", fresh=fresh), req)
+        finally:
+            await rig.http.client.aclose()
 
     rig.http.client = make_client(16)
     [out] = asyncio.run(go(rig.request("/x"), True))

@@ -95,7 +95,11 @@ class CrawlState(Protocol):
     async def queue_finish(self, part: int, host: str, url_fp: int, now: float) -> None: ...
     async def queue_load(self, part: int) -> list[QueuedUrl]: ...
     async def host_get(self, host: str) -> HostState | None: ...
-    async def host_lease(self, host: str) -> str | None: ...
+    async def host_lease(self, host: str) -> LeaseRow:
+        """The host's current lease id (the fencing token a fetcher checks before a replayed request) and the
+        lease the fetcher last finished under."""
+    async def host_put_fetched_lease(self, host: str, lease_id: str) -> None:
+        """The fetcher finished its work under ``lease_id`` (its result is about to be produced)."""
     async def host_put_politeness(self, host: str, next_allowed_at: float, backoff_level: int,
                                   last_fetch_ms: float | None, crawl_delay_s: float | None) -> None:
         """Record the host's timer after a fetch and end its lease."""
@@ -151,6 +155,11 @@ class HostOverrideRow(NamedTuple):
     page_budget: int | None
 
 
+class LeaseRow(NamedTuple):
+    lease_id: str | None
+    fetched_lease: str | None
+
+
 class DueRow(NamedTuple):
     next_visit_at: float
     host: str
@@ -189,7 +198,8 @@ class CassandraCrawlState:
         self._q_load = p("SELECT host, url_fp, url, priority, kind, not_before, depth, enqueued_at"
                          " FROM frontier_queue WHERE part = ?")
         self._h_get = p("SELECT * FROM host_state WHERE host = ?")
-        self._h_lease_get = p("SELECT lease_id FROM host_state WHERE host = ?")
+        self._h_lease_get = p("SELECT lease_id, fetched_lease FROM host_state WHERE host = ?")
+        self._h_fetched = p("UPDATE host_state SET fetched_lease = ? WHERE host = ?")
         # Politeness after a fetch also ends the host's lease: one write instead of two per page.
         self._h_pol = p("UPDATE host_state SET next_allowed_at = ?, backoff_level = ?, last_fetch_ms = ?,"
                         " crawl_delay_s = ?, lease_id = null, lease_url = null, lease_expires_at = null"
@@ -261,10 +271,14 @@ class CassandraCrawlState:
                          r.last_fetch_ms, epoch(r.next_allowed_at), r.backoff_level or 0, r.lease_id, r.lease_url,
                          epoch(r.lease_expires_at), r.urls_this_cycle or 0, r.soft404_signature, r.cycle)
 
-    async def host_lease(self, host: str) -> str | None:
-        """The host's current lease id (the fencing token a fetcher checks before a request)."""
+    async def host_lease(self, host: str) -> LeaseRow:
         rows = await self._exec(self._h_lease_get, (host,))
-        return str(rows[0].lease_id) if rows and rows[0].lease_id else None
+        if not rows:
+            return LeaseRow(None, None)
+        return LeaseRow(rows[0].lease_id or None, rows[0].fetched_lease or None)
+
+    async def host_put_fetched_lease(self, host: str, lease_id: str) -> None:
+        await self._exec(self._h_fetched, (lease_id, host))
 
     async def host_put_politeness(self, host: str, next_allowed_at: float, backoff_level: int,
                                   last_fetch_ms: float | None, crawl_delay_s: float | None) -> None:

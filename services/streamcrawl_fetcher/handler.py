@@ -39,7 +39,7 @@ from streamcrawl_core.politeness import parse_retry_after
 from streamcrawl_core.traps import is_soft404, soft404_echoes, soft404_probe_path, soft404_signature
 from streamcrawl_core.urls import UrlError, host_of, normalize, origin_of
 from streamcrawl_runtime.blobstore import BlobStore
-from streamcrawl_runtime.crawl_state import CrawlState
+from streamcrawl_runtime.crawl_state import CrawlState, LeaseRow
 from streamcrawl_runtime.kafka_loop import Output, Record, StatelessHandler
 
 from streamcrawl_fetcher.dns import AddressNotAllowed, DnsError
@@ -49,6 +49,8 @@ from streamcrawl_fetcher.settings import DEFAULT_INLINE_BODY_MAX_BYTES
 
 log = logging.getLogger("streamcrawl.fetcher")
 
+REPLAYS_SKIPPED = Counter("streamcrawl_fetcher_replays_skipped",
+                          "Replayed requests whose lease this fetcher had already finished (before a crash)")
 RESULTS = Counter("streamcrawl_fetcher_results", "Fetch results by outcome", ["outcome"])
 STATUS = Counter("streamcrawl_fetcher_http_responses", "HTTP responses by status class", ["status_class"])
 FETCH_SECONDS = Histogram("streamcrawl_fetcher_fetch_seconds", "Page request wall time incl. body",
@@ -88,7 +90,20 @@ class FetcherHandler(StatelessHandler):
     async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
         if not isinstance(message, FetchRequest):
             return ()
-        result = await self.fetch(message, maybe_replay=not record.fresh)
+        lease: LeaseRow | None = None
+        if not record.fresh:
+            lease = await self.state.host_lease(message.host)
+            if lease.fetched_lease == message.lease_id:
+                # Replayed after this fetcher's crash, but the work under this lease was finished and
+                # its result produced (or about to be: a crash in between leaves the lease to expire,
+                # and the frontier re-queues the URL). Requesting it again would be a second request
+                # the lease does not pay for while the frontier may not have handled the first yet.
+                REPLAYS_SKIPPED.inc()
+                return ()
+        result = await self.fetch(message, maybe_replay=not record.fresh, lease=lease)
+        if result.outcome != "lease_expired":
+            # Durable before the result is produced (the offset is committed only after that).
+            await self.state.host_put_fetched_lease(message.host, message.lease_id)
         RESULTS.labels(result.outcome).inc()
         log.info("fetched", extra={"url": message.url, "outcome": result.outcome, "status": result.status,
                                    "fetch_s": round(result.fetch_s, 3)})
@@ -96,9 +111,10 @@ class FetcherHandler(StatelessHandler):
 
     # ------------------------------------------------------------------ the fetch
 
-    async def fetch(self, req: FetchRequest, maybe_replay: bool = True) -> FetchResult:
+    async def fetch(self, req: FetchRequest, maybe_replay: bool = True, lease: LeaseRow | None = None) -> FetchResult:
         """Fetch under ``req``'s lease. ``maybe_replay=False`` (a request produced after this process
-        took its partition: no other instance can have fetched it) skips the lease read."""
+        took its partition: no other instance can have fetched it) skips the lease check; ``lease`` is the
+        host's lease row if the caller has read it already."""
         started = self.clock()
 
         async def turn() -> None:
@@ -124,7 +140,7 @@ class FetcherHandler(StatelessHandler):
             # Far too early (a clock jump, a bogus message): parking the host's key that long would stall
             # it, and sending now would break politeness. No request: the frontier re-queues the URL.
             return result("lease_expired", error=f"dispatched {req.not_before - started:.1f}s ahead of its time")
-        if maybe_replay and await self.state.host_lease(req.host) != req.lease_id:
+        if maybe_replay and (lease or await self.state.host_lease(req.host)).lease_id != req.lease_id:
             # Fencing: the frontier persists every lease before it sends the request and clears it when the
             # result arrives. A request replayed after a crash (at-least-once) whose lease is no longer the
             # host's current one was already done or superseded; fetching it again could land right next

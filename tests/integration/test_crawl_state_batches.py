@@ -125,3 +125,20 @@ def test_schedule_and_due_row_in_one_batch(crawl_cql, unique):
     assert (row.change_interval_s, row.next_visit_at, row.change_count, row.last_changed_at, row.sched_hash) == (
         43200.0, visit_at, 2, 1_700_000_000.0, f"h-{unique}")
     assert due == [DueRow(visit_at, host, fp, url, 3)]
+
+
+def test_fetched_lease_mark_reads_back_with_the_lease(crawl_cql, unique):
+    state = CassandraCrawlState(crawl_cql)
+    host = f"lease-{unique}.test"
+
+    async def scenario() -> list[tuple[str | None, str | None]]:
+        seen = [tuple(await state.host_lease(host))]  # no row yet
+        await state.host_put_lease(host, "L1", f"http://{host}/", 1_700_000_100.0)
+        await state.host_put_fetched_lease(host, "L1")
+        seen.append(tuple(await state.host_lease(host)))
+        # the frontier's politeness write ends the lease; the fetched mark stays until the next one
+        await state.host_put_politeness(host, 1_700_000_101.0, 0, 12.0, None)
+        seen.append(tuple(await state.host_lease(host)))
+        return seen  # type: ignore[return-value]
+
+    assert asyncio.run(scenario()) == [(None, None), ("L1", "L1"), (None, "L1")]

@@ -24,6 +24,7 @@ from streamcrawl_runtime.crawl_state import (  # the adapter's own block layout
     DueRow,
     HostOverrideRow,
     HostState,
+    LeaseRow,
     QueuedUrl,
     UrlState,
     _candidate_keys,
@@ -44,6 +45,7 @@ class FakeCrawlState:
 
     def __init__(self) -> None:
         self.hosts: dict[str, HostState] = {}
+        self.fetched_leases: dict[str, str] = {}  # host → host_state.fetched_lease
         self.urls: dict[tuple[str, int], UrlState] = {}
         self.robots_writes = 0
         self.queue: dict[tuple[int, str, int], QueuedUrl] = {}
@@ -215,9 +217,13 @@ class FakeCrawlState:
         self.due.pop((_ms(next_visit_at) or 0.0, host, url_fp), None)
 
     # ---------------------------------------------------------------- control plane
-    async def host_lease(self, host: str) -> str | None:
+    async def host_lease(self, host: str) -> LeaseRow:
         hs = self.hosts.get(host)
-        return hs.lease_id if hs else None
+        return LeaseRow(hs.lease_id, self.fetched_leases.get(host)) if hs else LeaseRow(None, None)
+
+    async def host_put_fetched_lease(self, host: str, lease_id: str) -> None:
+        self.calls.append(("host_put_fetched_lease", host, lease_id))
+        self.fetched_leases[host] = lease_id
 
     async def host_overrides(self) -> dict[str, HostOverrideRow]:
         return dict(self.overrides)

@@ -8,6 +8,7 @@ import ipaddress
 import re
 import socket
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 
 import pytest
@@ -30,7 +31,7 @@ from streamcrawl_fetcher.settings import (
 )
 from streamcrawl_parser.handler import ParserHandler
 from streamcrawl_runtime.blobstore import MemoryBlobStore, StoredPage, decode_page, encode_page
-from streamcrawl_runtime.crawl_state import HostState, UrlState
+from streamcrawl_runtime.crawl_state import HostState, LeaseRow, UrlState
 from streamcrawl_runtime.errors import TransientError
 from streamcrawl_runtime.kafka_loop import Output, Record
 
@@ -83,8 +84,9 @@ class Rig:
 
     def request(self, path: str, host: str = HOST, **kw: object) -> FetchRequest:
         url = self.url(path, host)
-        fields: dict[str, object] = {"lease_expires_at": time.time() + 60, **kw}
-        return FetchRequest(url=url, host=host, url_fp=url_fingerprint(url), lease_id="L1", **fields)  # type: ignore[arg-type]
+        # every dispatch carries a new lease, as the frontier's do
+        fields: dict[str, object] = {"lease_expires_at": time.time() + 60, "lease_id": uuid.uuid4().hex, **kw}
+        return FetchRequest(url=url, host=host, url_fp=url_fingerprint(url), **fields)  # type: ignore[arg-type]
 
     def run(self, req: FetchRequest) -> FetchResult:
         async def go() -> FetchResult:
@@ -499,8 +501,8 @@ def test_replayed_request_with_a_superseded_lease_is_not_fetched(rig: Rig) -> No
     assert first.outcome == "fetched"
     before = len(rig.web.pages())
 
-    async def superseded(host: str) -> str | None:
-        return "L2"  # the frontier has leased the host again since
+    async def superseded(host: str) -> LeaseRow:
+        return LeaseRow("L2", "L2")  # the frontier has leased the host again since (and L2 was fetched)
 
     rig.state.host_lease = superseded  # type: ignore[method-assign]
 
@@ -515,6 +517,36 @@ def test_replayed_request_with_a_superseded_lease_is_not_fetched(rig: Rig) -> No
     assert out.value.outcome == "lease_expired" and len(rig.web.pages()) == before
 
 
+def test_replay_of_a_request_finished_under_the_current_lease_makes_no_second_request(rig: Rig) -> None:
+    """Killed after its result was produced but before the offset commit, the fetcher re-consumes the
+    request; the frontier has not handled the result yet, so the lease is still current. The lease's
+    work is marked finished (host_state.fetched_lease, written before the result): no second request,
+    no second result (the first one is in Kafka)."""
+    rig.allow_all()
+    rig.web.routes["/x"] = Reply(200, b"body")
+    req = rig.request("/x")
+    assert rig.run(req).outcome == "fetched"
+    assert ("host_put_fetched_lease", req.host, req.lease_id) in rig.state.calls
+    before = len(rig.web.pages())
+
+    async def replay() -> Sequence[Output]:
+        return await rig.handler.handle(Record("t", 0, 0, req.host, b""), req)  # fresh=False: maybe a replay
+
+    assert asyncio.run(replay()) == () and len(rig.web.pages()) == before
+    # A request whose lease was current but never finished (killed mid-request) is fetched again: the
+    # at-least-once case the crawl's duplicate budget allows.
+    other = rig.request("/x")
+    rig.state.hosts[req.host].lease_id = other.lease_id
+    assert rig.run(other).outcome == "fetched" and len(rig.web.pages()) == before + 1
+
+
+def test_no_finished_mark_for_a_request_that_was_fenced(rig: Rig) -> None:
+    rig.allow_all()
+    req = rig.request("/x", lease_expires_at=time.time() - 1)
+    assert rig.run(req).outcome == "lease_expired"
+    assert not [c for c in rig.state.calls if c[0] == "host_put_fetched_lease"]
+
+
 def test_fresh_request_skips_the_lease_read(rig: Rig) -> None:
     """A request produced after the fetcher took its partition cannot be a replay: no lease read. One
     that may be a replay (fresh=False, the default) still reads it."""
@@ -523,9 +555,9 @@ def test_fresh_request_skips_the_lease_read(rig: Rig) -> None:
     rig.run(rig.request("/x"))  # robots.txt and the soft-404 probe are done; the host is ready
     reads: list[str] = []
 
-    async def lease(host: str) -> str | None:
+    async def lease(host: str) -> LeaseRow:
         reads.append(host)
-        return None  # would fence any request
+        return LeaseRow(None, None)  # would fence any request
 
     rig.state.host_lease = lease  # type: ignore[method-assign]
 

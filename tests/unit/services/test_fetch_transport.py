@@ -364,48 +364,35 @@ def test_client_made_outside_the_loop_works_in_one_loop_after_another() -> None:
 # ------------------------------------------------------------------ timeouts and errors
 
 
-def test_read_timeout_waiting_for_the_head() -> None:
-    raw = Raw(ok(), hold_s=2.0)
-
-    async def go() -> None:
+def fails_with(raw: Raw, pattern: str, **fetcher_kw: float) -> float:
+    """GET / from ``raw`` expecting a NetworkError whose text matches ``pattern``; the seconds it took."""
+    async def go() -> float:
         async with raw.running() as port:
-            f = fetcher(read_s=0.3)
+            f = fetcher(**fetcher_kw)  # type: ignore[arg-type]
             t0 = time.monotonic()
-            with pytest.raises(NetworkError, match=r"^ReadTimeout"):
-                await get(f, f"http://127.0.0.1:{port}/")
-            assert time.monotonic() - t0 < 1.5
-            await f.client.aclose()
+            try:
+                with pytest.raises(NetworkError, match=pattern):
+                    await get(f, f"http://127.0.0.1:{port}/")
+                return time.monotonic() - t0
+            finally:
+                await f.client.aclose()
 
-    run(go())
+    return asyncio.run(go())
+
+
+def test_read_timeout_waiting_for_the_head() -> None:
+    assert fails_with(Raw(ok(), hold_s=2.0), r"^ReadTimeout", read_s=0.3) < 1.5
 
 
 def test_read_timeout_in_the_body() -> None:
     raw = Raw(lambda _h: b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc", drip=b"d", drip_every_s=2.0)
-
-    async def go() -> None:
-        async with raw.running() as port:
-            f = fetcher(read_s=0.3)
-            with pytest.raises(NetworkError, match=r"^ReadTimeout"):
-                await get(f, f"http://127.0.0.1:{port}/")
-            await f.client.aclose()
-
-    run(go())
+    fails_with(raw, r"^ReadTimeout", read_s=0.3)
 
 
 def test_total_limit_stops_a_dripping_server() -> None:
     """One byte every 0.1 s never trips the read timeout; the wall-clock limit does."""
     raw = Raw(lambda _h: b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", drip=b"z" * 100, drip_every_s=0.1)
-
-    async def go() -> None:
-        async with raw.running() as port:
-            f = fetcher(read_s=1.0, total_s=0.8)
-            t0 = time.monotonic()
-            with pytest.raises(NetworkError, match="total"):
-                await get(f, f"http://127.0.0.1:{port}/")
-            assert 0.7 < time.monotonic() - t0 < 2.0
-            await f.client.aclose()
-
-    run(go())
+    assert 0.7 < fails_with(raw, "total", read_s=1.0, total_s=0.8) < 2.0
 
 
 def test_connect_timeout() -> None:
@@ -466,29 +453,12 @@ def test_connection_refused_is_a_connect_error() -> None:
     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nnot hex\r\n",  # a bad chunk
 ])
 def test_malformed_responses_are_protocol_errors(answer: bytes) -> None:
-    raw = Raw(lambda _h: answer)
-
-    async def go() -> None:
-        async with raw.running() as port:
-            f = fetcher()
-            with pytest.raises(NetworkError, match=r"^RemoteProtocolError"):
-                await get(f, f"http://127.0.0.1:{port}/")
-            await f.client.aclose()
-
-    run(go())
+    fails_with(Raw(lambda _h: answer), r"^RemoteProtocolError")
 
 
 def test_body_cut_short_is_a_protocol_error() -> None:
     raw = Raw(lambda _h: b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this", keep_alive=False)
-
-    async def go() -> None:
-        async with raw.running() as port:
-            f = fetcher()
-            with pytest.raises(NetworkError, match=r"^RemoteProtocolError"):
-                await get(f, f"http://127.0.0.1:{port}/")
-            await f.client.aclose()
-
-    run(go())
+    fails_with(raw, r"^RemoteProtocolError")
 
 
 def test_server_closing_without_an_answer_is_not_retried() -> None:

@@ -343,22 +343,29 @@ class FrontierHandler:
         its request exists, so a restarted frontier keeps the host blocked until the lease expires. The
         writes go out together: statements in flight at once cost less client CPU than the same statements
         awaited one by one (docs/benchmarks-cql.md)."""
+        # Tracked before the writes: a result that arrives while they are in flight (a replay after a
+        # restart) must see its host as leased and be handled as stale. Otherwise it would complete the
+        # host in the Frontier, forgetting the URL just picked; a fenced answer to that URL's request
+        # could then not return it to the queue, and its durable row would never drain.
+        for _, item, lease, _ in picked:
+            self._track(item.host, lease)
         try:
             results = await asyncio.gather(*(self.state.host_put_lease(item.host, lease.lease_id, item.url,
                                                                        lease.expires_at)
                                              for _, item, lease, _ in picked), return_exceptions=True)
         except BaseException:
-            for fr, item, _, _ in picked:
+            for fr, item, lease, _ in picked:
+                self._untrack(item.host, lease)
                 fr.release(item.host, item.url, now)  # else the hosts stay in flight with no lease
             raise
         out: list[Output] = []
         failed: BaseException | None = None
         for (fr, item, lease, meta), res in zip(picked, results, strict=True):
             if isinstance(res, BaseException):
+                self._untrack(item.host, lease)
                 fr.release(item.host, item.url, now)  # back in the queue; a later tick tries again
                 failed = failed or res
                 continue
-            self._track(item.host, lease)
             snap = fr.host_snapshot(item.host)
             not_before = max(item.not_before, snap.next_allowed_at if snap else 0.0)
             out.append(Output(FETCH_REQUESTS, item.host, FetchRequest(
@@ -373,6 +380,10 @@ class FrontierHandler:
     def _track(self, host: str, lease: Lease) -> None:
         self.leases[host] = lease
         heapq.heappush(self._expiries, (lease.expires_at, host, lease.lease_id))
+
+    def _untrack(self, host: str, lease: Lease) -> None:
+        if self.leases.get(host) is lease:  # its heap entry is skipped when it comes up
+            del self.leases[host]
 
     async def _expire(self, now: float) -> None:
         # A heap of expiry times, not a scan of every live lease on every tick (20 ticks a second); an

@@ -588,3 +588,43 @@ def test_a_finish_that_landed_without_its_politeness_is_repaired_by_the_replay(c
     assert (hs.lease_id, hs.lease_expires_at, hs.next_allowed_at) == (None, None, T0 + LEASE_S)
     assert (part(A), A, req.url_fp) not in again.state.queue
     assert [r.url for r in again.tick(T0 + LEASE_S)] == ["http://a.test/2"]  # /1 is not fetched again
+
+
+def test_a_result_arriving_while_the_leases_are_written_does_not_lose_the_picked_url(clock: Clock) -> None:
+    """After a restart, replayed results arrive while a tick's lease writes are in flight. One for a host
+    just picked must be handled as stale (the host is leased), not complete the host in the Frontier: that
+    forgot the picked URL, and when the fetcher then fenced its request (lease_expired) the URL could not
+    go back to the queue: it was never fetched and its durable row never drained (seen in a kill -9 e2e)."""
+    rig = Rig(clock)
+    rig.url("http://a.test/1")
+    real = rig.state.host_put_lease
+
+    async def scenario() -> tuple[list[FetchRequest], int]:
+        gate = asyncio.Event()
+        started = asyncio.Event()
+
+        async def slow(host: str, *a: Any) -> None:
+            started.set()
+            await gate.wait()
+            await real(host, *a)
+
+        rig.state.host_put_lease = slow  # type: ignore[method-assign]
+        tick = asyncio.create_task(rig.h.tick(T0))
+        await started.wait()
+        old = "http://a.test/0"
+        stale = FetchResult(url=old, host=A, url_fp=url_fingerprint(old), lease_id="BEFORE-RESTART",
+                            outcome="fetched", status=200, started_at=T0 - 1, fetch_s=0.05)
+        assert await rig.h.handle(rec(A), stale) == []
+        gate.set()
+        reqs = [o.value for o in await tick]
+        [req] = reqs
+        assert isinstance(req, FetchRequest)
+        fenced = FetchResult(url=req.url, host=A, url_fp=req.url_fp, lease_id=req.lease_id,
+                             outcome="lease_expired", status=None, started_at=T0, fetch_s=0.0)
+        await rig.h.handle(rec(A), fenced)
+        return reqs, rig.h.stats()["queued"]  # type: ignore[return-value]
+
+    reqs, queued = asyncio.run(scenario())
+    assert [r.url for r in reqs] == ["http://a.test/1"]
+    assert queued == 1  # the fenced URL is back in the queue
+    assert [r.url for r in rig.tick(T0 + 2.0)] == ["http://a.test/1"]

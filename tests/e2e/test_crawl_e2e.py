@@ -59,7 +59,9 @@ def _page_fetched(stack_bootstrap: str, want: int) -> list[dict]:
     return out
 
 
-def run_crawl(workdir: Path, kill_midway: bool = False) -> tuple[Crawl, list[LogEntry]]:
+def run_crawl(workdir: Path, kill_midway: bool = False) -> tuple[Crawl, list[LogEntry], float | None]:
+    """The crawl, the server's request log and, with kill_midway, when the services were killed."""
+    killed_at: float | None = None
     crawl = Crawl(CrawlOptions(workdir=workdir, hosts=HOSTS, web_seed=WEB_SEED, extra_env=ENV,
                                synthweb_args=["--profile", "fast", "--robots-timeout", "10"]))
     crawl.start()
@@ -69,6 +71,7 @@ def run_crawl(workdir: Path, kill_midway: bool = False) -> tuple[Crawl, list[Log
             deadline = time.time() + 300
             while crawl.progress().fetch_results < 300 and time.time() < deadline:
                 time.sleep(1)
+            killed_at = time.time()
             for name in ("frontier", "fetcher", "dedup"):
                 crawl.kill(name, signal.SIGKILL)
             time.sleep(2)
@@ -77,15 +80,21 @@ def run_crawl(workdir: Path, kill_midway: bool = False) -> tuple[Crawl, list[Log
         crawl.wait_idle(idle_s=15, timeout_s=1200, every_s=5)
     finally:
         crawl.stop()
-    return crawl, load_log(workdir / "requests.jsonl")
+    return crawl, load_log(workdir / "requests.jsonl"), killed_at
 
 
 def _is_probe(e: LogEntry) -> bool:
     return e.path.startswith(SOFT404_PROBE_PREFIX)
 
 
+#: A request whose response ended this long before a kill -9 may have been in flight in the pipeline (its
+#: result not yet durable: S3 put, finished-lease mark, Kafka produce, offset commit); at-least-once
+#: delivery may repeat it after the restart.
+IN_FLIGHT_S = 3.0
+
+
 def check_guarantees(crawl: Crawl, entries: list[LogEntry], duplicate_budget: float,
-                     probes_per_host: int = 1) -> dict[str, int]:
+                     probes_per_host: int = 1, killed_at: float | None = None) -> dict[str, int]:
     web = generate(HOSTS, WEB_SEED, PROFILES["fast"], port=crawl.opt.http_port)
     truth = web.ground_truth(crawl.manifest["seeds"], trap_budget=TRAP_BUDGET)
     requests = [e for e in entries if not e.path.startswith("/robots")]
@@ -101,7 +110,17 @@ def check_guarantees(crawl: Crawl, entries: list[LogEntry], duplicate_budget: fl
     assert not missing, f"{len(missing)} reachable allowed pages never fetched, e.g. {sorted(missing)[:5]}"
     # once in the cycle, within the stated duplicate budget
     repeats = sum(n - 1 for u, n in fetched.items() if u in truth.pages)
-    assert repeats <= duplicate_budget * len(truth.pages), f"{repeats} repeated fetches of {len(truth.pages)}"
+    # after a kill -9: repeats of requests that were in flight at the kill are at-least-once delivery at
+    # work; they are reported, and every other repeat must stay within the budget
+    first_end: dict[str, float] = {}
+    for e in sorted(pages, key=lambda e: e.start):
+        first_end.setdefault(_url(e), e.end)
+    in_flight = 0 if killed_at is None else sum(
+        n - 1 for u, n in fetched.items()
+        if u in truth.pages and killed_at - IN_FLIGHT_S <= first_end[u] <= killed_at + 1.0)
+    other = repeats - in_flight
+    assert other <= duplicate_budget * len(truth.pages), \
+        f"{other} repeated fetches of {len(truth.pages)} (besides {in_flight} in flight at a kill)"
     # robots: nothing disallowed, nothing but robots.txt on hosts whose robots.txt failed
     disallowed = [u for u in fetched if u in truth.disallowed]
     assert not disallowed, f"fetched disallowed URLs: {disallowed[:5]}"
@@ -117,6 +136,7 @@ def check_guarantees(crawl: Crawl, entries: list[LogEntry], duplicate_budget: fl
     # how long the kernel held the judge itself between a response's last write and its end stamp
     holds = server_holds(entries)
     return {"pages": len(truth.pages), "fetched": sum(fetched.values()), "repeats": repeats,
+            "repeats_in_flight_at_kill": in_flight,
             "probes": sum(probes.values()), "max_server_hold_us": round(1e6 * holds[0]) if holds else -1}
 
 
@@ -153,7 +173,7 @@ def check_published(crawl: Crawl, entries: list[LogEntry]) -> None:
 
 @pytest.mark.timeout(1800)
 def test_crawl_synthetic_web(tmp_path: Path) -> None:
-    crawl, entries = run_crawl(tmp_path)
+    crawl, entries, _ = run_crawl(tmp_path)
     stats = check_guarantees(crawl, entries, DUPLICATE_BUDGET)
     check_published(crawl, entries)
     print("e2e clean run:", stats)
@@ -161,8 +181,9 @@ def test_crawl_synthetic_web(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(1800)
 def test_crawl_survives_kill_9(tmp_path: Path) -> None:
-    crawl, entries = run_crawl(tmp_path, kill_midway=True)
-    # after a kill -9, at-least-once may repeat the fetches that were in flight: a 5% budget (and a probe
-    # in flight may be repeated once under its lease, like any request)
-    stats = check_guarantees(crawl, entries, 0.05, probes_per_host=2)
+    crawl, entries, killed_at = run_crawl(tmp_path, kill_midway=True)
+    # after a kill -9, at-least-once repeats the fetches that were in flight (their results were not yet
+    # durable; how many depends on the throughput at the kill); every other repeat within a 5% budget (and
+    # a probe in flight may be repeated once under its lease, like any request)
+    stats = check_guarantees(crawl, entries, 0.05, probes_per_host=2, killed_at=killed_at)
     print("e2e kill -9 run:", stats)

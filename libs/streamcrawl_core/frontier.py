@@ -376,9 +376,11 @@ class Frontier:
                 self._schedule(h)
         return h.next_allowed
 
-    def release(self, host: str, url: str, now: float) -> bool:
+    def release(self, host: str, url: str, now: float, fetch_s: float | None = None) -> bool:
         """Return an expired lease: the URL goes back to its place in the host's queue and the
-        host is freed after the minimum delay (the fetch may have happened). False if ``url`` is
+        host is freed after the minimum delay (the fetch may have happened). ``fetch_s``: a request
+        under the lease may have run for up to that long, ending by ``now`` (its outcome was lost),
+        so the host waits the politeness delay of such a fetch (see ``hold``). False if ``url`` is
         not the host's leased URL."""
         h = self._hosts.get(host)
         if h is None or h.state != _IN_FLIGHT or h.inflight is None or h.inflight[1][2] != url:
@@ -394,8 +396,28 @@ class Frontier:
         if h.override is not None and h.override.min_delay_s is not None:
             min_delay = h.override.min_delay_s
         h.next_allowed = max(h.next_allowed, now + min_delay)
+        if fetch_s is not None:
+            h.next_allowed = max(h.next_allowed, now + required_delay(fetch_s, h.crawl_delay, self._pol, h.override))
         self._schedule(h)
         return True
+
+    def hold(self, host: str, now: float, fetch_s: float) -> float:
+        """A request to the host may have run for up to ``fetch_s`` seconds, ending by ``now``, and its
+        outcome is unknown (cut short by a crash): push the host's timer to the politeness delay of
+        such a fetch. Later only, never earlier; the back-off level and the queues are untouched (the
+        host did nothing wrong), and a host in flight stays leased (its ``done`` sets its timer).
+        Returns the host's next allowed time."""
+        if not math.isfinite(now):
+            raise ValueError(f"now must be finite, got {now!r}")
+        h = self._host(host)
+        when = now + required_delay(fetch_s, h.crawl_delay, self._pol, h.override)
+        if when > h.next_allowed:
+            h.next_allowed = when
+            if h.state == _READY:
+                self._unslot(h)
+            if h.state in (_READY, _WAITING):
+                self._schedule(h)
+        return h.next_allowed
 
     def set_host_params(
         self, host: str, crawl_delay_s: float | None = None, override: HostOverride | None = None

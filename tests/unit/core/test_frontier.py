@@ -59,7 +59,7 @@ class TestPoliteness:
         f.set_host_params("b", override=HostOverride(min_delay_s=0.1, delay_factor=1.0))
         f.add("http://b/1", "b")
         f.next(T)
-        assert f.done("b", T, 0.05, 200) == pytest.approx(T + 0.1)
+        assert f.done("b", T, 0.05, 200) == pytest.approx(T + 0.1, abs=1e-6)
         f.add("http://c/1", "c")
         f.next(T)
         assert f.done("c", T, 0.01, 200, crawl_delay_s=100.0) == T + 30.0  # capped
@@ -276,8 +276,8 @@ class TestBackoffAndRecovery:
         f.add("http://a/1", "a")
         f.next(T)
         f.release("a", "http://a/1", T + 300)
-        assert f.done("a", T + 300.1, 5.0, 200) == pytest.approx(T + 350.1)  # later timer kept
-        assert f.done("a", T + 300.2, 0.0, 200) == pytest.approx(T + 350.1)  # never earlier
+        assert f.done("a", T + 300.1, 5.0, 200) == pytest.approx(T + 350.1, abs=1e-6)  # later timer kept
+        assert f.done("a", T + 300.2, 0.0, 200) == pytest.approx(T + 350.1, abs=1e-6)  # never earlier
         assert f.next(T + 350) is None
         assert f.next(T + 350.1) is not None
         assert f.done("ghost", T, 0.0, 200) == T + 1.0  # unknown host: remembered timer
@@ -300,6 +300,58 @@ class TestBackoffAndRecovery:
         f.add("http://a/1", "a")  # timer entry at 0.0
         f.restore_host("a", T + 500, 0)  # that entry is now stale
         assert f.next_wakeup() == T + 500
+
+    def test_release_with_fetch_s_waits_its_politeness_delay(self) -> None:
+        # A request cut short by a crash may have run for up to fetch_s: the host waits 10x that (no back-off)
+        f = Frontier()
+        f.add("http://a/1", "a")
+        f.add("http://a/2", "a")
+        f.next(T)
+        assert f.release("a", "http://a/1", T + 20, fetch_s=15.0)
+        snap = f.host_snapshot("a")
+        assert snap is not None and snap.next_allowed_at == pytest.approx(T + 170, abs=1e-6) and snap.backoff_level == 0
+        assert f.next(T + 169.9) is None
+        again = f.next(T + 170)
+        assert again is not None and again.url == "http://a/1"  # kept its place
+
+    def test_release_with_fetch_s_honours_crawl_delay(self) -> None:
+        f = Frontier()
+        f.set_host_params("a", crawl_delay_s=30.0)
+        f.add("http://a/1", "a")
+        f.next(T)
+        assert f.release("a", "http://a/1", T + 5, fetch_s=0.5)
+        assert f.next(T + 34.9) is None
+        assert f.next(T + 35) is not None
+
+    def test_hold_pushes_timer_later_only(self) -> None:
+        f = Frontier()
+        f.add("http://a/1", "a")
+        f.add("http://b/1", "b")
+        assert f.hold("a", T, 2.0) == pytest.approx(T + 20, abs=1e-6)  # waiting host: rescheduled
+        assert f.hold("a", T, 0.1) == pytest.approx(T + 20, abs=1e-6)  # never earlier
+        item = f.next(T + 1)
+        assert item is not None and item.host == "b"
+        assert f.next(T + 19.9) is None
+        # a READY host (timer passed, not picked yet) is taken out of the ready buckets
+        f.done("b", T + 1, 0.0, 200)
+        f.add("http://b/2", "b")
+        assert f.hold("b", T + 30, 1.0) == pytest.approx(T + 40, abs=1e-6)
+        item = f.next(T + 30)
+        assert item is not None and item.host == "a"
+        assert f.next(T + 39.9) is None
+        assert f.next(T + 40) is not None
+        # an in-flight host stays in flight: its lease is not touched
+        f.add("http://c/1", "c")
+        f.add("http://c/2", "c")
+        assert f.next(T + 41) is not None
+        in_flight = f.in_flight_count
+        f.hold("c", T + 41, 10.0)
+        assert f.in_flight_count == in_flight and f.next(T + 200) is None  # nothing else was queued
+        assert f.done("c", T + 42, 0.0, 200) == pytest.approx(T + 43, abs=1e-6)  # its own fetch's done sets the timer
+        # an unknown host remembers the timer; a bad clock is refused
+        assert f.hold("ghost", T, 1.0) == pytest.approx(T + 10, abs=1e-6)
+        with pytest.raises(ValueError):
+            f.hold("a", math.inf, 1.0)
 
     def test_release_respects_override_min_delay(self) -> None:
         f = Frontier()

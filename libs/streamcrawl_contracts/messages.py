@@ -106,6 +106,11 @@ class FetchResult(Envelope):
     outcome is `probe_fetched` (`status` = the probe's status). `soft_404`: a 200 page whose body matches
     the host's nonsense-path answer (a "not found" page served with 200); its body is not stored.
 
+    `interrupted`: a request replayed after the fetcher stopped (kill -9, OOM) while a request under the same
+    lease was already under way; its outcome was lost. No new request is made: `started_at` is when that
+    request began, `ended_at` when it ended at the latest (the replay), `fetch_s` its longest possible length.
+    The frontier puts the URL back and holds the host for the politeness delay of such a fetch.
+
     `body_gz`: on a `fetched` result whose stored body is small (the fetcher's `inline_body_max_bytes`),
     the body's stored form (the gzip bytes at `storage_key`), so the parser need not read it back from S3.
     The blob is in S3 either way. In JSON it is base64 (URL-safe alphabet; either alphabet is accepted)."""
@@ -121,7 +126,7 @@ class FetchResult(Envelope):
     lease_id: str
     outcome: Literal["fetched", "not_modified", "http_error", "network_error", "robots_disallowed",
                      "robots_unavailable", "robots_fetched", "probe_fetched", "soft_404", "redirect",
-                     "dns_error", "lease_expired"]
+                     "dns_error", "lease_expired", "interrupted"]
     status: int | None = None
     error: str | None = None
     started_at: float

@@ -96,10 +96,12 @@ class CrawlState(Protocol):
     async def queue_load(self, part: int) -> list[QueuedUrl]: ...
     async def host_get(self, host: str) -> HostState | None: ...
     async def host_lease(self, host: str) -> LeaseRow:
-        """The host's current lease id (the fencing token a fetcher checks before a replayed request) and the
-        lease the fetcher last finished under."""
+        """The host's current lease id (the fencing token a fetcher checks before a replayed request), the
+        lease the fetcher last finished under, and the lease it last began a request under, and when."""
     async def host_put_fetched_lease(self, host: str, lease_id: str) -> None:
         """The fetcher finished its work under ``lease_id`` (its result is about to be produced)."""
+    async def host_put_started_lease(self, host: str, lease_id: str, started_at: float) -> None:
+        """The fetcher is about to send a request to the host under ``lease_id``."""
     async def host_put_politeness(self, host: str, next_allowed_at: float, backoff_level: int,
                                   last_fetch_ms: float | None, crawl_delay_s: float | None) -> None:
         """Record the host's timer after a fetch and end its lease."""
@@ -158,6 +160,8 @@ class HostOverrideRow(NamedTuple):
 class LeaseRow(NamedTuple):
     lease_id: str | None
     fetched_lease: str | None
+    started_lease: str | None = None
+    started_at: float | None = None
 
 
 class DueRow(NamedTuple):
@@ -198,8 +202,10 @@ class CassandraCrawlState:
         self._q_load = p("SELECT host, url_fp, url, priority, kind, not_before, depth, enqueued_at"
                          " FROM frontier_queue WHERE part = ?")
         self._h_get = p("SELECT * FROM host_state WHERE host = ?")
-        self._h_lease_get = p("SELECT lease_id, fetched_lease FROM host_state WHERE host = ?")
+        self._h_lease_get = p("SELECT lease_id, fetched_lease, started_lease, started_at FROM host_state"
+                              " WHERE host = ?")
         self._h_fetched = p("UPDATE host_state SET fetched_lease = ? WHERE host = ?")
+        self._h_started = p("UPDATE host_state SET started_lease = ?, started_at = ? WHERE host = ?")
         # Politeness after a fetch also ends the host's lease: one write instead of two per page.
         self._h_pol = p("UPDATE host_state SET next_allowed_at = ?, backoff_level = ?, last_fetch_ms = ?,"
                         " crawl_delay_s = ?, lease_id = null, lease_url = null, lease_expires_at = null"
@@ -275,10 +281,14 @@ class CassandraCrawlState:
         rows = await self._exec(self._h_lease_get, (host,))
         if not rows:
             return LeaseRow(None, None)
-        return LeaseRow(rows[0].lease_id or None, rows[0].fetched_lease or None)
+        r = rows[0]
+        return LeaseRow(r.lease_id or None, r.fetched_lease or None, r.started_lease or None, epoch(r.started_at))
 
     async def host_put_fetched_lease(self, host: str, lease_id: str) -> None:
         await self._exec(self._h_fetched, (lease_id, host))
+
+    async def host_put_started_lease(self, host: str, lease_id: str, started_at: float) -> None:
+        await self._exec(self._h_started, (lease_id, ts(started_at), host))
 
     async def host_put_politeness(self, host: str, next_allowed_at: float, backoff_level: int,
                                   last_fetch_ms: float | None, crawl_delay_s: float | None) -> None:

@@ -332,7 +332,7 @@ class DedupHandler:
         return None
 
     async def _fetch_result(self, res: FetchResult) -> Sequence[Output]:
-        if res.outcome in ("fetched", "robots_fetched", "probe_fetched", "lease_expired"):
+        if res.outcome in ("fetched", "robots_fetched", "probe_fetched", "lease_expired", "interrupted"):
             return []  # fetched pages are handled from the parsed topic; the others fetched no page
         prev = await self.state.url_get(res.host, res.url_fp)
         status = {"not_modified": "fetched", "redirect": "redirected", "robots_disallowed": "disallowed",

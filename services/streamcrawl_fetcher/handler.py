@@ -16,6 +16,13 @@ its robots.txt is re-fetched. No probe when robots.txt disallows the probe path 
 nor when robots.txt is unavailable (no page is requested then either). Afterwards each 200 text page of a
 host with a signature is signed the same way; a match is outcome soft_404, and its body is not stored.
 
+Crash safety: right before each request to a host (robots.txt, probe or page) the fetcher writes the
+lease it is spent under and the time (host_state.started_lease), and after the exchange the lease it
+finished (fetched_lease). A request replayed after a crash (at-least-once) is then one of: finished
+(skipped: no request, no output), superseded (lease_expired), started but not finished (interrupted: the
+request was under way at the crash and its outcome is lost; no new request, the frontier holds the host
+for the politeness delay of a fetch that lasted until now), or never started (fetched normally).
+
 Every request yields exactly one FetchResult keyed by host, whatever happens on the network; only an
 unavailable engine (S3, Cassandra) raises, as TransientError, so the run loop retries the request
 instead of reporting a fetch failure that was not the site's fault.
@@ -51,6 +58,8 @@ log = logging.getLogger("streamcrawl.fetcher")
 
 REPLAYS_SKIPPED = Counter("streamcrawl_fetcher_replays_skipped",
                           "Replayed requests whose lease this fetcher had already finished (before a crash)")
+INTERRUPTED = Counter("streamcrawl_fetcher_interrupted",
+                      "Replayed requests whose request to the host was under way when a fetcher stopped")
 RESULTS = Counter("streamcrawl_fetcher_results", "Fetch results by outcome", ["outcome"])
 STATUS = Counter("streamcrawl_fetcher_http_responses", "HTTP responses by status class", ["status_class"])
 FETCH_SECONDS = Histogram("streamcrawl_fetcher_fetch_seconds", "Page request wall time incl. body",
@@ -125,13 +134,17 @@ class FetcherHandler(StatelessHandler):
             wait = req.not_before - self.clock()
             if wait > 0:
                 await asyncio.sleep(wait)
+            # Durable before the request goes out: if this process dies while the host serves it, the
+            # replayed request knows a request was under way, and since when (see `interrupted`).
+            await self.state.host_put_started_lease(req.host, req.lease_id, self.clock())
 
         # outcome is one of FetchResult's Literal values (pydantic checks it)
         def result(outcome: Any, **fields: Any) -> FetchResult:
             # ended_at: taken after the exchange, so never earlier than the host's last byte.
             fields.setdefault("ended_at", self.clock())
+            fields.setdefault("started_at", started)
             return FetchResult(url=req.url, host=req.host, url_fp=req.url_fp, depth=req.depth, kind=req.kind,
-                               lease_id=req.lease_id, outcome=outcome, started_at=started, **fields)
+                               lease_id=req.lease_id, outcome=outcome, **fields)
 
         if req.lease_expires_at < started:
             # The frontier has already re-queued this URL: fetching now could break politeness.
@@ -140,13 +153,23 @@ class FetcherHandler(StatelessHandler):
             # Far too early (a clock jump, a bogus message): parking the host's key that long would stall
             # it, and sending now would break politeness. No request: the frontier re-queues the URL.
             return result("lease_expired", error=f"dispatched {req.not_before - started:.1f}s ahead of its time")
-        if maybe_replay and (lease or await self.state.host_lease(req.host)).lease_id != req.lease_id:
-            # Fencing: the frontier persists every lease before it sends the request and clears it when the
-            # result arrives. A request replayed after a crash (at-least-once) whose lease is no longer the
-            # host's current one was already done or superseded; fetching it again could land right next
-            # to the current lease's request. Only a record that may be a replay pays this read: one
-            # produced after this process took its partition (Record.fresh) was handled nowhere else.
-            return result("lease_expired", error="lease superseded (replayed request)")
+        if maybe_replay:
+            row = lease or await self.state.host_lease(req.host)
+            if row.lease_id != req.lease_id:
+                # Fencing: the frontier persists every lease before it sends the request and clears it when
+                # the result arrives. A request replayed after a crash (at-least-once) whose lease is no longer
+                # the host's current one was already done or superseded; fetching it again could land right
+                # next to the current lease's request. Only a record that may be a replay pays this read: one
+                # produced after this process took its partition (Record.fresh) was handled nowhere else.
+                return result("lease_expired", error="lease superseded (replayed request)")
+            if row.started_lease == req.lease_id and row.started_at is not None:
+                # A request under this lease was under way when the fetcher that sent it stopped: the host
+                # may have served it for as long as until now (and the politeness delay is 10x that), so
+                # asking again right away could hit a host that has just been busy with us for a while.
+                INTERRUPTED.inc()
+                return result("interrupted", started_at=row.started_at, ended_at=started,
+                              fetch_s=max(0.0, started - row.started_at),
+                              error="the fetcher stopped while this request was under way; not repeated now")
         try:
             url = normalize(req.url)
             origin = origin_of(url)

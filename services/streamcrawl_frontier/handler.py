@@ -41,6 +41,8 @@ log = logging.getLogger("streamcrawl.frontier")
 DISPATCHED = Counter("streamcrawl_frontier_dispatched_total", "Fetch requests leased")
 REROUTED = Counter("streamcrawl_frontier_rerouted_total", "Seeds that arrived on the wrong partition")
 EXPIRED = Counter("streamcrawl_frontier_lease_expired_total", "Leases that expired and were re-queued")
+INTERRUPTED = Counter("streamcrawl_frontier_interrupted_total",
+                      "Results of requests cut short by a fetcher's crash: URL re-queued, host held back")
 RETRIED = Counter("streamcrawl_frontier_retried_total", "Fetches re-queued after 429/503 or a network error")
 REPLAY_DROPPED = Counter("streamcrawl_frontier_replay_dropped_total",
                          "Discoveries re-sent by dedup after a crash for URLs already finished")
@@ -220,6 +222,9 @@ class FrontierHandler:
                 fr.release(res.host, res.url, now)
                 await self.state.host_put_lease(res.host, None, None, None)
                 return
+            if res.outcome == "interrupted":
+                await self._interrupted(fr, part, res, end, fetch_s, leased=True)
+                return
             try:
                 nxt = fr.done(res.host, end, fetch_s, res.status, res.crawl_delay_s, res.retry_after_s)
             except (KeyError, ValueError):  # host not in flight in this rebuilt frontier
@@ -231,6 +236,10 @@ class FrontierHandler:
             # A result from before a restart, or a replay: apply its politeness without a local lease.
             if res.outcome == "lease_expired":
                 return  # no request was made (a fenced replay): nothing to learn, nothing to free
+            if res.outcome == "interrupted":
+                if res.host not in self.leases:  # else a later lease is live: this one is long over
+                    await self._interrupted(fr, part, res, end, fetch_s, leased=False)
+                return
             if res.host in self.leases:
                 # Another lease is live, so this result is stale for politeness; but the page was fetched,
                 # so the rebuilt queue's copy of it must not be fetched again.
@@ -269,6 +278,23 @@ class FrontierHandler:
         RETRIED.inc()
         fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=now)
         self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part, attempts)
+
+    async def _interrupted(self, fr: Frontier, part: int, res: FetchResult, end: float, fetch_s: float,
+                           leased: bool) -> None:
+        """A request under the result's lease was under way when its fetcher stopped, and its outcome is
+        lost: the host may have served it for up to fetch_s, until ``end``. The URL keeps its place in the
+        queue (it is fetched again later: at-least-once), and the host waits the politeness delay of such a
+        fetch; no back-off, the host did nothing wrong."""
+        INTERRUPTED.inc()
+        if not (leased and fr.release(res.host, res.url, end, fetch_s=fetch_s)):
+            fr.hold(res.host, end, fetch_s)  # a rebuilt frontier: the URL is queued, the host not in flight
+        if fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=end) and res.url not in self.meta:
+            self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part)
+        snap = fr.host_snapshot(res.host)  # hold() and release() know the host: never None here
+        nxt, level = (snap.next_allowed_at, snap.backoff_level) if snap else (end + fetch_s * 10.0, 0)
+        # (also clears the lease in host_state)
+        await self.state.host_put_politeness(res.host, nxt, level, res.fetch_s * 1000.0,
+                                             self.crawl_delays.get(res.host))
 
     @staticmethod
     def _retryable(res: FetchResult) -> bool:

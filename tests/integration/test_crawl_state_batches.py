@@ -127,18 +127,22 @@ def test_schedule_and_due_row_in_one_batch(crawl_cql, unique):
     assert due == [DueRow(visit_at, host, fp, url, 3)]
 
 
-def test_fetched_lease_mark_reads_back_with_the_lease(crawl_cql, unique):
+def test_started_and_fetched_lease_marks_read_back_with_the_lease(crawl_cql, unique):
     state = CassandraCrawlState(crawl_cql)
     host = f"lease-{unique}.test"
 
-    async def scenario() -> list[tuple[str | None, str | None]]:
+    async def scenario() -> list[tuple[str | None, ...]]:
         seen = [tuple(await state.host_lease(host))]  # no row yet
         await state.host_put_lease(host, "L1", f"http://{host}/", 1_700_000_100.0)
+        await state.host_put_started_lease(host, "L1", 1_700_000_050.1234)
+        seen.append(tuple(await state.host_lease(host)))
         await state.host_put_fetched_lease(host, "L1")
         seen.append(tuple(await state.host_lease(host)))
-        # the frontier's politeness write ends the lease; the fetched mark stays until the next one
+        # the frontier's politeness write ends the lease; the marks stay until the next ones
         await state.host_put_politeness(host, 1_700_000_101.0, 0, 12.0, None)
         seen.append(tuple(await state.host_lease(host)))
         return seen  # type: ignore[return-value]
 
-    assert asyncio.run(scenario()) == [(None, None), ("L1", "L1"), (None, "L1")]
+    started = 1_700_000_050.123  # a Cassandra timestamp keeps milliseconds
+    assert asyncio.run(scenario()) == [(None, None, None, None), ("L1", None, "L1", started),
+                                       ("L1", "L1", "L1", started), (None, "L1", "L1", started)]

@@ -46,6 +46,7 @@ class FakeCrawlState:
     def __init__(self) -> None:
         self.hosts: dict[str, HostState] = {}
         self.fetched_leases: dict[str, str] = {}  # host → host_state.fetched_lease
+        self.started_leases: dict[str, tuple[str, float]] = {}  # host → (started_lease, started_at)
         self.urls: dict[tuple[str, int], UrlState] = {}
         self.robots_writes = 0
         self.queue: dict[tuple[int, str, int], QueuedUrl] = {}
@@ -219,11 +220,17 @@ class FakeCrawlState:
     # ---------------------------------------------------------------- control plane
     async def host_lease(self, host: str) -> LeaseRow:
         hs = self.hosts.get(host)
-        return LeaseRow(hs.lease_id, self.fetched_leases.get(host)) if hs else LeaseRow(None, None)
+        started_lease, started_at = self.started_leases.get(host, (None, None))
+        return LeaseRow(hs.lease_id if hs else None, self.fetched_leases.get(host), started_lease,
+                        _ms(started_at))
 
     async def host_put_fetched_lease(self, host: str, lease_id: str) -> None:
         self.calls.append(("host_put_fetched_lease", host, lease_id))
         self.fetched_leases[host] = lease_id
+
+    async def host_put_started_lease(self, host: str, lease_id: str, started_at: float) -> None:
+        self.calls.append(("host_put_started_lease", host, lease_id))
+        self.started_leases[host] = (lease_id, started_at)
 
     async def host_overrides(self) -> dict[str, HostOverrideRow]:
         return dict(self.overrides)

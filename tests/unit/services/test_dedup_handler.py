@@ -382,9 +382,9 @@ def test_other_outcomes_only_record_status(outcome: str, status: int | None, exp
     assert (st.status, st.http_status, st.fetch_count, st.content_hash) == (expected, status, 2, "h1")
 
 
-@pytest.mark.parametrize("outcome", ["fetched", "probe_fetched"])
+@pytest.mark.parametrize("outcome", ["fetched", "probe_fetched", "interrupted"])
 def test_fetched_outcome_is_left_to_the_parsed_topic(outcome: str) -> None:
-    """fetched: the parsed topic records it; probe_fetched: the page was not requested (it is re-queued)."""
+    """fetched: the parsed topic records it; probe_fetched, interrupted: no page came (it is re-queued)."""
     rig = Rig()
     assert rig.run(rig.h.handle(rec("a.test"), _result("http://a.test/p", outcome, status=200))) == []
     assert rig.state.urls == {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import ipaddress
 import re
@@ -533,11 +534,84 @@ def test_replay_of_a_request_finished_under_the_current_lease_makes_no_second_re
         return await rig.handler.handle(Record("t", 0, 0, req.host, b""), req)  # fresh=False: maybe a replay
 
     assert asyncio.run(replay()) == () and len(rig.web.pages()) == before
-    # A request whose lease was current but never finished (killed mid-request) is fetched again: the
-    # at-least-once case the crawl's duplicate budget allows.
+    # A replayed request whose lease is current but was never started (it waited in the fetcher when the
+    # crash came) is fetched normally.
     other = rig.request("/x")
     rig.state.hosts[req.host].lease_id = other.lease_id
     assert rig.run(other).outcome == "fetched" and len(rig.web.pages()) == before + 1
+
+
+def test_replay_of_a_request_cut_short_by_a_crash_is_not_repeated_and_reports_how_long_it_may_have_run(
+        rig: Rig) -> None:
+    """The fetcher dies while the host serves a request (kill -9: the task just stops). The replay finds the
+    lease started but not finished: no second request to a host that may still be busy with the first, and
+    an `interrupted` result that says since when it ran, for the frontier's politeness delay. A second replay
+    is then skipped like any finished lease."""
+    rig.allow_all()
+    rig.web.routes["/slow"] = Reply(200, b"body", delay_s=5.0)
+    req = rig.request("/slow")
+    hs = rig.state.hosts.setdefault(req.host, HostState(req.host))
+    hs.lease_id = req.lease_id
+
+    async def killed_mid_request() -> float:
+        task = asyncio.ensure_future(rig.handler.handle(Record("t", 0, 0, req.host, b""), req))
+        while "/slow" not in rig.web.pages():  # the host has the request
+            await asyncio.sleep(0.01)
+        task.cancel()
+        killed = time.time()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await rig.http.client.aclose()
+        return killed
+
+    rig.http.client = make_client(16)
+    t0 = time.time()
+    killed = asyncio.run(killed_mid_request())
+    assert rig.web.pages().count("/slow") == 1
+    started_lease, started_at = rig.state.started_leases[req.host]
+    assert started_lease == req.lease_id and t0 - 0.001 <= started_at <= killed
+    assert not [c for c in rig.state.calls if c[0] == "host_put_fetched_lease"]
+    time.sleep(0.3)
+
+    async def replay() -> Sequence[Output]:
+        try:
+            return await rig.handler.handle(Record("t", 0, 0, req.host, b""), req)  # fresh=False
+        finally:
+            await rig.http.client.aclose()
+
+    rig.http.client = make_client(16)
+    [out] = asyncio.run(replay())
+    res = out.value
+    assert isinstance(res, FetchResult) and res.outcome == "interrupted" and res.status is None
+    assert res.started_at == pytest.approx(started_at, abs=0.002)  # the mark keeps milliseconds
+    assert res.ended_at is not None and res.ended_at >= killed + 0.3
+    assert res.fetch_s == pytest.approx(res.ended_at - res.started_at, abs=0.002) and res.fetch_s >= 0.3
+    assert rig.web.pages().count("/slow") == 1  # no second request
+    assert ("host_put_fetched_lease", req.host, req.lease_id) in rig.state.calls
+    rig.http.client = make_client(16)
+    assert asyncio.run(replay()) == ()  # replayed again: finished
+
+
+def test_every_request_is_marked_started_under_its_lease_before_it_goes_out(rig: Rig) -> None:
+    """robots.txt, the soft-404 probe and the page: each request is preceded by its started mark."""
+    rig.web.routes["/robots.txt"] = Reply(404)
+    rig.web.routes["/x"] = Reply(200, b"body")
+    marks: list[tuple[str, int]] = []
+    put = rig.state.host_put_started_lease
+
+    async def mark(host: str, lease_id: str, at: float) -> None:
+        marks.append((lease_id, len(rig.web.seen)))  # how many requests the host had seen by then
+        await put(host, lease_id, at)
+
+    rig.state.host_put_started_lease = mark  # type: ignore[method-assign]
+    outcomes = []
+    for _ in range(3):
+        req = rig.request("/x")
+        outcomes.append(rig.run(req).outcome)
+        assert marks[-1][0] == req.lease_id
+    assert outcomes == ["robots_fetched", "probe_fetched", "fetched"]
+    assert [n for _, n in marks] == [0, 1, 2]  # each mark before its request reached the host
+    assert len(rig.web.seen) == 3
 
 
 def test_no_finished_mark_for_a_request_that_was_fenced(rig: Rig) -> None:

@@ -289,6 +289,46 @@ def test_fetcher_reported_lease_expired_requeues_without_politeness_penalty(cloc
     assert [r.url for r in rig.tick(T0 + 2)] == ["http://a.test/1"]
 
 
+def test_interrupted_request_requeues_the_url_and_holds_the_host_ten_times_as_long_without_back_off(
+        clock: Clock) -> None:
+    """The fetcher died while the host served /1 (started at T0 + 1); its replay at T0 + 13 makes no request
+    and reports `interrupted`: the host may have been busy with us for 12 s, so it waits 120 s after that."""
+    rig = Rig(clock)
+    rig.url("http://a.test/1")
+    rig.url("http://a.test/2", priority=6)
+    [req] = rig.tick(T0)
+    rig.result(req, T0 + 13, outcome="interrupted", status=None, fetch_s=12.0, ended_at=T0 + 13)
+    hs = rig.state.hosts[A]
+    assert hs.lease_id is None and hs.backoff_level == 0 and hs.next_allowed_at == pytest.approx(T0 + 133, abs=1e-6)
+    assert (part(A), A, req.url_fp) in rig.state.queue  # not finished: it is fetched again
+    assert rig.tick(T0 + 132.9) == []
+    [again] = rig.tick(T0 + 133)
+    assert again.url == "http://a.test/1"  # kept its place ahead of /2
+    rig.result(again, T0 + 134)
+    assert (part(A), A, req.url_fp) not in rig.state.queue
+
+
+def test_interrupted_result_of_a_pre_restart_lease_holds_the_host_and_keeps_the_url(clock: Clock) -> None:
+    rig, state, req = _rebuilt_with_live_lease(clock)
+    # the rebuilt frontier blocked the host until the lease's expiry (T0 + 50): the hold is later still
+    rig.result(req, T0 + 5, outcome="interrupted", status=None, fetch_s=10.0, ended_at=T0 + 5)
+    assert state.hosts[A].lease_id is None and state.hosts[A].next_allowed_at == pytest.approx(T0 + 105, abs=1e-6)
+    assert rig.tick(T0 + 104.9) == []
+    [again] = rig.tick(T0 + 105)
+    assert again.url == req.url and again.lease_id != "L1"
+
+
+def test_stale_interrupted_result_does_not_touch_a_live_lease(clock: Clock) -> None:
+    rig = Rig(clock)
+    rig.url("http://a.test/1")
+    [req] = rig.tick(T0)
+    stale = req.model_copy(update={"lease_id": "OLD"})
+    rig.result(stale, T0 + 1, outcome="interrupted", status=None, fetch_s=50.0, ended_at=T0 + 1)
+    assert rig.state.hosts[A].lease_id == req.lease_id
+    rig.result(req, T0 + 2, fetch_s=0.05)
+    assert rig.state.hosts[A].next_allowed_at == pytest.approx(T0 + 3, abs=1e-6)
+
+
 # ------------------------------------------------------------------ rebalance
 
 def _persisted(state: FakeCrawlState, url: str, depth: int = 0, priority: int = 5) -> None:
@@ -528,7 +568,7 @@ def test_a_finished_fetch_writes_politeness_and_finish_in_one_request(clock: Clo
     [req] = rig.tick(T0)
     rig.state.calls.clear()
     rig.result(req, T0 + 1, fetch_s=0.05)
-    assert rig.state.calls == [("host_politeness_and_finish", A, pytest.approx(T0 + 2), 0, req.url_fp)]
+    assert rig.state.calls == [("host_politeness_and_finish", A, pytest.approx(T0 + 2, abs=1e-6), 0, req.url_fp)]
     hs = rig.state.hosts[A]
     assert (hs.lease_id, hs.lease_expires_at, hs.last_fetch_ms) == (None, None, pytest.approx(50.0))
     assert rig.state.queue == {} and rig.state.urls[(A, req.url_fp)].frontier_done_at == T0 + 1

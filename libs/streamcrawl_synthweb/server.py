@@ -115,7 +115,11 @@ class SynthServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self.log.open()
-        self._low = web.Server(self._handle, access_log=None)  # needs the running loop
+        # handler_cancellation: a client that goes away (a timeout, a crawler killed mid-request) ends
+        # the exchange there, as on servers that cancel work for a closed connection (Go's request
+        # context, nginx without proxy_ignore_client_abort). The log's end is then the disconnect, not
+        # the end of a delay nobody waits for any more: politeness is judged on how long we held the host.
+        self._low = web.Server(self._handle, access_log=None, handler_cancellation=True)  # needs the running loop
         self.start_time = time.time()
         ips = [h.ip for h in self.web.hosts]
         # One create_server call with all addresses: numeric hosts skip getaddrinfo, so 2,000+

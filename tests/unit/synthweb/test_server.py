@@ -178,3 +178,17 @@ def test_request_log_brackets_the_last_write(live):
     slow = next(x for x in mine if x.host == live.host("slow").name)
     lo, _hi = live.web.profile.slow_delay_s
     assert slow.last_write - slow.start >= lo * 0.99  # stamped after the host's delay, not before it
+
+
+def test_client_gone_mid_delay_ends_the_logged_exchange(live):
+    """A client that hangs up while the host is still "thinking" (robots_timeout hangs 1.5 s here) ends the
+    exchange: the log says aborted, with its end at the hang-up, not after the delay nobody awaited."""
+    ua = "hangup/1"
+    with pytest.raises(httpx.ReadTimeout):
+        live.get("robots_timeout", "/robots.txt", headers={"User-Agent": ua}, timeout=0.3)
+    hung_up = time.time()
+    time.sleep(live.web.profile.robots_timeout_s + 0.3)  # the delay would be over by now
+    live.flush_log()
+    [entry] = [x for x in load_log(live.log_path) if x.ua == ua]
+    assert entry.aborted and entry.bytes == 0 and entry.last_write is None
+    assert entry.end <= hung_up + 0.2 and entry.duration < live.web.profile.robots_timeout_s - 0.5

@@ -22,7 +22,7 @@ import signal
 import time
 from collections import defaultdict, deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
@@ -65,7 +65,8 @@ class Record:
     # True when the record was produced after this process was assigned its partition, so no other
     # instance (a crashed or revoked previous owner) can have handled it before; False = maybe a replay.
     # Lets a handler skip a replay check for new records. Unknown (no watermark, or the loop's
-    # mark_fresh is off) counts as False.
+    # mark_fresh is off) counts as False. A retried record is never fresh: its first attempt may have
+    # done part of the work.
     fresh: bool = False
 
 
@@ -362,6 +363,9 @@ class RunLoop:
             try:
                 outputs = await self.handler.handle(rec, message)
             except Exception as exc:
+                # The failed attempt may have had effects (the fetcher's request went out before its body
+                # could be stored): the retry must run the checks a possible replay gets.
+                rec = replace(rec, fresh=False) if rec.fresh else rec
                 if is_transient(exc):
                     # An engine is down: wait and retry, never dead-letter, never commit past it.
                     _MESSAGES(self.cfg.service, rec.topic, "retry").inc()

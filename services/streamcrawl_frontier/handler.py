@@ -287,8 +287,11 @@ class FrontierHandler:
         fetch; no back-off, the host did nothing wrong."""
         INTERRUPTED.inc()
         if not (leased and fr.release(res.host, res.url, end, fetch_s=fetch_s)):
-            fr.hold(res.host, end, fetch_s)  # a rebuilt frontier: the URL is queued, the host not in flight
-        if fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=end) and res.url not in self.meta:
+            # A rebuilt frontier (the URL is queued from its durable row, the host not in flight), or a
+            # replay of a result handled before: only the host's timer moves. A replay must not queue the
+            # URL again: it may have been fetched and finished since.
+            fr.hold(res.host, end, fetch_s)
+        if leased and fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=end) and res.url not in self.meta:
             self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part)
         snap = fr.host_snapshot(res.host)  # hold() and release() know the host: never None here
         nxt, level = (snap.next_allowed_at, snap.backoff_level) if snap else (end + fetch_s * 10.0, 0)

@@ -318,6 +318,18 @@ def test_interrupted_result_of_a_pre_restart_lease_holds_the_host_and_keeps_the_
     assert again.url == req.url and again.lease_id != "L1"
 
 
+def test_replayed_interrupted_result_of_a_url_finished_since_does_not_queue_it_again(clock: Clock) -> None:
+    rig = Rig(clock)
+    rig.url("http://a.test/1")
+    [req] = rig.tick(T0)
+    rig.result(req, T0 + 2, outcome="interrupted", status=None, fetch_s=1.0, ended_at=T0 + 2)
+    [again] = rig.tick(T0 + 12)
+    rig.result(again, T0 + 13)  # fetched and finished
+    assert rig.state.queue == {}
+    rig.result(req, T0 + 14, outcome="interrupted", status=None, fetch_s=1.0, ended_at=T0 + 2)  # replayed
+    assert rig.h.stats()["queued"] == 0 and rig.tick(T0 + 100) == []
+
+
 def test_stale_interrupted_result_does_not_touch_a_live_lease(clock: Clock) -> None:
     rig = Rig(clock)
     rig.url("http://a.test/1")

@@ -286,18 +286,22 @@ class FrontierHandler:
         queue (it is fetched again later: at-least-once), and the host waits the politeness delay of such a
         fetch; no back-off, the host did nothing wrong."""
         INTERRUPTED.inc()
-        if not (leased and fr.release(res.host, res.url, end, fetch_s=fetch_s)):
-            # A rebuilt frontier (the URL is queued from its durable row, the host not in flight), or a
-            # replay of a result handled before: only the host's timer moves. A replay must not queue the
-            # URL again: it may have been fetched and finished since.
-            fr.hold(res.host, end, fetch_s)
+        # A rebuilt frontier (the URL is queued from its durable row, the host not in flight), or a replay
+        # of a result handled before: only the host's timer moves. A replay must not queue the URL again:
+        # it may have been fetched and finished since.
+        await self._hold(fr, res.host, res.url if leased else None, end, fetch_s)
         if leased and fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=end) and res.url not in self.meta:
             self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part)
-        snap = fr.host_snapshot(res.host)  # hold() and release() know the host: never None here
+
+    async def _hold(self, fr: Frontier, host: str, leased_url: str | None, end: float, fetch_s: float) -> None:
+        """A request to ``host`` whose outcome is unknown may have run for ``fetch_s`` until ``end``: the
+        leased URL (if any) goes back to its place, the host waits the 10x delay of such a fetch, and the
+        timer is written (which also ends the lease in host_state)."""
+        if leased_url is None or not fr.release(host, leased_url, end, fetch_s=fetch_s):
+            fr.hold(host, end, fetch_s)
+        snap = fr.host_snapshot(host)  # hold() and release() know the host: never None here
         nxt, level = (snap.next_allowed_at, snap.backoff_level) if snap else (end + fetch_s * 10.0, 0)
-        # (also clears the lease in host_state)
-        await self.state.host_put_politeness(res.host, nxt, level, res.fetch_s * 1000.0,
-                                             self.crawl_delays.get(res.host))
+        await self.state.host_put_politeness(host, nxt, level, fetch_s * 1000.0, self.crawl_delays.get(host))
 
     @staticmethod
     def _retryable(res: FetchResult) -> bool:
@@ -418,13 +422,29 @@ class FrontierHandler:
         # A heap of expiry times, not a scan of every live lease on every tick (20 ticks a second); an
         # entry whose lease has ended (result, revoke) or was replaced is skipped.
         while self._expiries and self._expiries[0][0] <= now:
-            _, host, lease_id = heapq.heappop(self._expiries)
+            entry = heapq.heappop(self._expiries)
+            _, host, lease_id = entry
             lease = self.leases.get(host)
             if lease is None or lease.lease_id != lease_id:
                 continue
+            # No result came. Did a request go out under the lease? The fetcher marks a lease started right
+            # before its request and finished after it: started but not finished is a request that ended when
+            # its fetcher died, or is still running in a hung one. Either way the host may have been busy with
+            # us since the start: it waits the 10x delay of that (one read per expiry, which is rare).
+            try:
+                row = await self.state.host_lease(host)
+            except BaseException:
+                heapq.heappush(self._expiries, entry)  # still leased: the next tick tries again
+                raise
+            if self.leases.get(host) is not lease:
+                continue  # its result arrived during the read
             del self.leases[host]
             EXPIRED.inc()
             fr = self.frontiers.get(lease.part)
+            if (fr is not None and row.started_lease == lease_id and row.fetched_lease != lease_id
+                    and row.started_at is not None):
+                await self._hold(fr, host, lease.url, now, max(0.0, now - row.started_at))
+                continue
             if fr is not None:
                 fr.release(host, lease.url, now)
             await self.state.host_put_lease(host, None, None, None)

@@ -280,6 +280,55 @@ def test_expired_lease_releases_and_redispatches_and_stale_result_is_ignored(clo
     assert [r.url for r in rig.tick(T0 + LEASE_S + 23)] == ["http://a.test/2"]
 
 
+def test_expired_lease_whose_request_was_started_holds_the_host_ten_times_since_the_start(clock: Clock) -> None:
+    """The fetcher marked the lease started (its request went out at T0 + 1) and then died or hung: at the
+    expiry the host may have been busy with us for LEASE_S - 1 s, so it waits 10x that; no back-off."""
+    rig = Rig(clock)
+    rig.url("http://a.test/1")
+    [req] = rig.tick(T0)
+    rig.run(rig.state.host_put_started_lease(A, req.lease_id, T0 + 1))
+    assert rig.tick(T0 + LEASE_S) == []
+    hs = rig.state.hosts[A]
+    held = T0 + LEASE_S + 10 * (LEASE_S - 1)
+    assert hs.lease_id is None and hs.backoff_level == 0 and hs.next_allowed_at == pytest.approx(held, abs=1e-3)
+    assert rig.tick(held - 0.1) == []
+    [again] = rig.tick(held)
+    assert again.url == req.url and again.lease_id != req.lease_id
+
+
+def test_expiry_whose_lease_read_fails_is_tried_again_on_the_next_tick(clock: Clock) -> None:
+    rig = Rig(clock)
+    rig.url("http://a.test/1")
+    [req] = rig.tick(T0)
+    real = rig.state.host_lease
+
+    async def down(host: str) -> Any:
+        raise TransientError("cassandra down")
+
+    rig.state.host_lease = down  # type: ignore[method-assign]
+    with pytest.raises(TransientError):
+        rig.tick(T0 + LEASE_S)
+    assert rig.h.stats()["in_flight"] == 1  # still leased, not lost
+    rig.state.host_lease = real  # type: ignore[method-assign]
+    assert rig.tick(T0 + LEASE_S + 0.5) == []  # expired now: the 1 s minimum runs from here
+    [again] = rig.tick(T0 + LEASE_S + 1.5)
+    assert again.url == req.url
+
+
+@pytest.mark.parametrize("mark", ["finished", "other_lease"])
+def test_expired_lease_without_an_unfinished_request_frees_the_host_after_the_minimum(clock: Clock,
+                                                                                     mark: str) -> None:
+    rig = Rig(clock)
+    rig.url("http://a.test/1")
+    [req] = rig.tick(T0)
+    rig.run(rig.state.host_put_started_lease(A, req.lease_id if mark == "finished" else "OLD", T0 + 1))
+    if mark == "finished":  # its result is on the way, late: that result's politeness applies when it comes
+        rig.run(rig.state.host_put_fetched_lease(A, req.lease_id))
+    assert rig.tick(T0 + LEASE_S) == []
+    [again] = rig.tick(T0 + LEASE_S + 1)
+    assert again.url == req.url
+
+
 def test_fetcher_reported_lease_expired_requeues_without_politeness_penalty(clock: Clock) -> None:
     rig = Rig(clock)
     rig.url("http://a.test/1")

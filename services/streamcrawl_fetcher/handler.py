@@ -82,6 +82,9 @@ class FetchPolicy:
     robots_max_bytes: int = 500 * 1024
     robots_max_redirects: int = 5
     max_early_s: float = 5.0  # the longest wait for a request's not_before (the frontier uses ~0.3 s)
+    # No request starts later than this before its lease expires: the frontier, at the expiry, must find the
+    # started mark of any request that went out (then it keeps the host leased while the request may run).
+    lease_guard_s: float = 5.0
 
 
 class FetcherHandler(StatelessHandler):
@@ -126,17 +129,22 @@ class FetcherHandler(StatelessHandler):
         host's lease row if the caller has read it already."""
         started = self.clock()
 
-        async def turn() -> None:
+        async def turn() -> bool:
             # Dispatched ahead of the host's politeness timer (so Kafka's latency is not added to every
             # delay): no request to the host before not_before. Awaited right before the one request
             # this lease pays for, after the lease check, DNS and robots lookups, so none of those
-            # delays it.
+            # delays it. False: too late in the lease to send it (the caller answers lease_expired).
             wait = req.not_before - self.clock()
             if wait > 0:
                 await asyncio.sleep(wait)
             # Durable before the request goes out: if this process dies while the host serves it, the
-            # replayed request knows a request was under way, and since when (see `interrupted`).
+            # replayed request knows a request was under way, and since when (see `interrupted`); and the
+            # frontier, should the lease expire meanwhile, keeps the host leased while it may still run.
             await self.state.host_put_started_lease(req.host, req.lease_id, self.clock())
+            return self.clock() <= req.lease_expires_at - self.policy.lease_guard_s
+
+        def too_late() -> FetchResult:
+            return result("lease_expired", error="too little of the lease left to send the request")
 
         # outcome is one of FetchResult's Literal values (pydantic checks it)
         def result(outcome: Any, **fields: Any) -> FetchResult:
@@ -188,7 +196,8 @@ class FetcherHandler(StatelessHandler):
         if rules is None:
             # One lease = one request to the host: this lease is spent on robots.txt, the page waits
             # for its next turn behind the politeness delay (the frontier re-queues on robots_fetched).
-            await turn()
+            if not await turn():
+                return too_late()
             robots_started = self.clock()
             rules = await self.robots.refresh(req.host, origin, robots_started)
         delay = rules.crawl_delay()
@@ -208,7 +217,8 @@ class FetcherHandler(StatelessHandler):
             probe_path = soft404_probe_path(secrets.token_hex(8))
             if rules.allowed(origin + probe_path):
                 # Like robots.txt: this lease is spent on the probe, the page waits for its next turn.
-                await turn()
+                if not await turn():
+                    return too_late()
                 return await self._probe(req, origin + probe_path, probe_path, delay, result)
             soft404 = NO_SOFT404  # robots.txt forbids the probe: no signature, the page goes on
             SOFT404_PROBES.labels("disallowed").inc()
@@ -216,7 +226,8 @@ class FetcherHandler(StatelessHandler):
         host_signature = None if soft404 == NO_SOFT404 else int(soft404, 16)
 
         headers = await self._conditional_headers(req)
-        await turn()
+        if not await turn():
+            return too_late()
         t0 = time.perf_counter()
         try:
             resp = await self.http.get(req.url, self.policy.max_body_bytes, headers)

@@ -79,10 +79,13 @@ class FrontierHandler:
     def __init__(self, state: CrawlState, politeness: PolitenessConfig, *, lease_s: float = 120.0,
                  discovery_share: float = 0.3, dispatch_per_tick: int = 500,
                  partitions: int = HOST_PARTITIONS, max_leases: int = 1000, lookahead_s: float = 0.3,
-                 margin_s: float = 0.01) -> None:
+                 margin_s: float = 0.01, max_request_s: float = 130.0) -> None:
         self.state = state
         self.politeness = politeness
         self.lease_s = lease_s
+        # The longest a request the fetcher has started can run (its total_timeout_s, 120 s, plus connect):
+        # a lease that expires with its request started stays in force until then.
+        self.max_request_s = max_request_s
         self.dispatch_per_tick = dispatch_per_tick
         # Outstanding leases per instance: more than the fetchers can start within a lease's life only
         # waits in Kafka until it expires (then it is re-queued anyway), so the frontier holds it back.
@@ -428,9 +431,7 @@ class FrontierHandler:
             if lease is None or lease.lease_id != lease_id:
                 continue
             # No result came. Did a request go out under the lease? The fetcher marks a lease started right
-            # before its request and finished after it: started but not finished is a request that ended when
-            # its fetcher died, or is still running in a hung one. Either way the host may have been busy with
-            # us since the start: it waits the 10x delay of that (one read per expiry, which is rare).
+            # before its request (and sends none later than 5 s before the expiry) and finished after it.
             try:
                 row = await self.state.host_lease(host)
             except BaseException:
@@ -438,11 +439,20 @@ class FrontierHandler:
                 raise
             if self.leases.get(host) is not lease:
                 continue  # its result arrived during the read
+            started = (row.started_lease == lease_id and row.fetched_lease != lease_id
+                       and row.started_at is not None)
+            if started and row.started_at is not None and now < row.started_at + self.max_request_s:
+                # Started and not finished: the request may still be running in a live fetcher, so the
+                # lease stays in force until the longest request would be over (its result frees the host
+                # as usual). Freeing the host now let a second request in beside a running one.
+                heapq.heappush(self._expiries, (row.started_at + self.max_request_s, host, lease_id))
+                continue
             del self.leases[host]
             EXPIRED.inc()
             fr = self.frontiers.get(lease.part)
-            if (fr is not None and row.started_lease == lease_id and row.fetched_lease != lease_id
-                    and row.started_at is not None):
+            if fr is not None and started and row.started_at is not None:
+                # Still no result after the longest request: the fetcher died or hangs. The host may have
+                # been busy with us since the start: it waits the 10x delay of that.
                 await self._hold(fr, host, lease.url, now, max(0.0, now - row.started_at))
                 continue
             if fr is not None:

@@ -18,6 +18,7 @@ def main() -> None:
     politeness = PolitenessConfig(min_delay_s=settings.min_delay_s, delay_factor=settings.delay_factor,
                                   crawl_delay_cap_s=settings.crawl_delay_cap_s)
     handler = FrontierHandler(crawl_state(settings), politeness, lease_s=settings.lease_s,
+                              max_request_s=settings.max_request_s,
                               discovery_share=settings.discovery_share,
                               dispatch_per_tick=settings.dispatch_per_tick, max_leases=settings.max_leases,
                               lookahead_s=settings.lookahead_s, margin_s=settings.politeness_margin_s)

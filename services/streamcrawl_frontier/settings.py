@@ -7,7 +7,8 @@ from streamcrawl_runtime.settings import StackSettings
 
 class FrontierSettings(StackSettings):
     group_id: str = "streamcrawl-frontier"
-    lease_s: float = 120.0           # longer than any fetch (5 s connect + 30 s read + body) can take
+    lease_s: float = 120.0           # how long a fetcher has to start the request
+    max_request_s: float = 130.0     # the longest a started request can run (fetcher total_timeout_s + connect)
     min_delay_s: float = 1.0
     delay_factor: float = 10.0
     crawl_delay_cap_s: float = 30.0

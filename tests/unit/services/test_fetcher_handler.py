@@ -614,6 +614,17 @@ def test_every_request_is_marked_started_under_its_lease_before_it_goes_out(rig:
     assert len(rig.web.seen) == 3
 
 
+def test_no_request_goes_out_in_the_last_seconds_of_its_lease(rig: Rig) -> None:
+    """The frontier reads the started mark when a lease expires; a request sent just before that could be
+    missed by its read. The fetcher sends none within lease_guard_s of the expiry."""
+    rig.allow_all()
+    rig.web.routes["/x"] = Reply(200, b"body")
+    res = rig.run(rig.request("/x", lease_expires_at=time.time() + 3.0))
+    assert res.outcome == "lease_expired" and rig.web.pages() == []
+    assert not [c for c in rig.state.calls if c[0] == "host_put_fetched_lease"]
+    assert rig.run(rig.request("/x", lease_expires_at=time.time() + 30.0)).outcome == "fetched"
+
+
 def test_no_finished_mark_for_a_request_that_was_fenced(rig: Rig) -> None:
     rig.allow_all()
     req = rig.request("/x", lease_expires_at=time.time() - 1)

@@ -280,16 +280,37 @@ def test_expired_lease_releases_and_redispatches_and_stale_result_is_ignored(clo
     assert [r.url for r in rig.tick(T0 + LEASE_S + 23)] == ["http://a.test/2"]
 
 
-def test_expired_lease_whose_request_was_started_holds_the_host_ten_times_since_the_start(clock: Clock) -> None:
-    """The fetcher marked the lease started (its request went out at T0 + 1) and then died or hung: at the
-    expiry the host may have been busy with us for LEASE_S - 1 s, so it waits 10x that; no back-off."""
+def test_expired_lease_whose_request_is_running_stays_in_force_until_its_result(clock: Clock) -> None:
+    """Seen in a benchmark: the fetcher started a robots.txt request just before the lease expired, the
+    frontier freed the host at the expiry, and the next lease's request reached the host 0.75 s after the
+    first one's response. A started lease now stays in force while its request may run (max_request_s)."""
+    rig = Rig(clock)
+    rig.url("http://a.test/1")
+    [req] = rig.tick(T0)
+    rig.run(rig.state.host_put_started_lease(A, req.lease_id, T0 + LEASE_S - 6))
+    assert rig.tick(T0 + LEASE_S) == [] and rig.tick(T0 + LEASE_S + 30) == []
+    assert rig.state.hosts[A].lease_id == req.lease_id  # still leased
+    rig.result(req, T0 + LEASE_S + 31, outcome="robots_fetched", status=200, fetch_s=2.0, ended_at=T0 + LEASE_S + 31)
+    assert rig.state.hosts[A].lease_id is None
+    assert rig.tick(T0 + LEASE_S + 50.9) == []  # 10x the 2 s robots fetch after its end
+    [again] = rig.tick(T0 + LEASE_S + 51)
+    assert again.url == req.url
+
+
+def test_started_lease_without_a_result_after_the_longest_request_holds_the_host(clock: Clock) -> None:
+    """No result even after the longest request could have run: the fetcher died or hangs. The host may have
+    been busy with us since the start, so it waits 10x that; no back-off."""
     rig = Rig(clock)
     rig.url("http://a.test/1")
     [req] = rig.tick(T0)
     rig.run(rig.state.host_put_started_lease(A, req.lease_id, T0 + 1))
     assert rig.tick(T0 + LEASE_S) == []
+    assert rig.state.hosts[A].lease_id == req.lease_id
+    longest = T0 + 1 + rig.h.max_request_s
+    assert rig.tick(longest - 0.1) == []
+    assert rig.tick(longest) == []
     hs = rig.state.hosts[A]
-    held = T0 + LEASE_S + 10 * (LEASE_S - 1)
+    held = longest + 10 * rig.h.max_request_s
     assert hs.lease_id is None and hs.backoff_level == 0 and hs.next_allowed_at == pytest.approx(held, abs=1e-3)
     assert rig.tick(held - 0.1) == []
     [again] = rig.tick(held)

@@ -300,11 +300,12 @@ class FrontierHandler:
         """A request to ``host`` whose outcome is unknown may have run for ``fetch_s`` until ``end``: the
         leased URL (if any) goes back to its place, the host waits the 10x delay of such a fetch, and the
         timer is written (which also ends the lease in host_state)."""
-        if leased_url is None or not fr.release(host, leased_url, end, fetch_s=fetch_s):
-            fr.hold(host, end, fetch_s)
-        snap = fr.host_snapshot(host)  # hold() and release() know the host: never None here
-        nxt, level = (snap.next_allowed_at, snap.backoff_level) if snap else (end + fetch_s * 10.0, 0)
-        await self.state.host_put_politeness(host, nxt, level, fetch_s * 1000.0, self.crawl_delays.get(host))
+        if leased_url is not None:
+            fr.release(host, leased_url, end, fetch_s=fetch_s)
+        nxt = fr.hold(host, end, fetch_s)  # after a release a no-op that returns the timer it set
+        snap = fr.host_snapshot(host)
+        await self.state.host_put_politeness(host, nxt, snap.backoff_level if snap else 0, fetch_s * 1000.0,
+                                             self.crawl_delays.get(host))
 
     @staticmethod
     def _retryable(res: FetchResult) -> bool:
@@ -439,21 +440,21 @@ class FrontierHandler:
                 raise
             if self.leases.get(host) is not lease:
                 continue  # its result arrived during the read
-            started = (row.started_lease == lease_id and row.fetched_lease != lease_id
-                       and row.started_at is not None)
-            if started and row.started_at is not None and now < row.started_at + self.max_request_s:
+            # When a request went out under it and never finished; None if none did.
+            started_at = row.started_at if row.started_lease == lease_id and row.fetched_lease != lease_id else None
+            if started_at is not None and now < started_at + self.max_request_s:
                 # Started and not finished: the request may still be running in a live fetcher, so the
                 # lease stays in force until the longest request would be over (its result frees the host
                 # as usual). Freeing the host now let a second request in beside a running one.
-                heapq.heappush(self._expiries, (row.started_at + self.max_request_s, host, lease_id))
+                heapq.heappush(self._expiries, (started_at + self.max_request_s, host, lease_id))
                 continue
             del self.leases[host]
             EXPIRED.inc()
             fr = self.frontiers.get(lease.part)
-            if fr is not None and started and row.started_at is not None:
+            if fr is not None and started_at is not None:
                 # Still no result after the longest request: the fetcher died or hangs. The host may have
                 # been busy with us since the start: it waits the 10x delay of that.
-                await self._hold(fr, host, lease.url, now, max(0.0, now - row.started_at))
+                await self._hold(fr, host, lease.url, now, max(0.0, now - started_at))
                 continue
             if fr is not None:
                 fr.release(host, lease.url, now)

@@ -63,8 +63,8 @@ _TRANSIENT = tuple(getattr(cass_errors, name) for name in (
 
 
 class _AsTransient:
-    """``with _AS_TRANSIENT:`` turns the driver's "down or slow" errors into TransientError (a class, not
-    contextlib.contextmanager: it wraps every statement on the hot path, and costs a fraction of a µs)."""
+    """``with _AS_TRANSIENT:`` turns the driver's "down or slow" errors into TransientError (a plain class
+    rather than contextlib.contextmanager, which builds a generator per use: it wraps every statement)."""
 
     def __enter__(self) -> None:
         return None

@@ -52,8 +52,8 @@ test: stack-up
 	$(VPY) -m pytest tests -q
 
 lint: venv
-	$(VPY) -m ruff check libs services tests stack bench
-	$(VPY) -m mypy libs services
+	$(VPY) -m ruff check libs services tools tests stack bench
+	$(VPY) -m mypy libs services tools
 	$(VPY) -m streamcrawl_contracts.export --check
 
 schemas: venv

@@ -3,7 +3,7 @@
 {{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
-{{/* Release-scoped base name for every object. */}}
+{{/* Release-scoped base name of every object (50 characters leave room for "-<service>"). */}}
 {{- define "streamcrawl.fullname" -}}
 {{- if contains .Chart.Name .Release.Name -}}
 {{- .Release.Name | trunc 50 | trimSuffix "-" -}}
@@ -18,6 +18,7 @@ app.kubernetes.io/name: {{ include "streamcrawl.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: streamcrawl
 {{- end -}}
 
 {{/* Selector labels of one component: (dict "root" $ "name" "frontier") */}}
@@ -31,97 +32,137 @@ app.kubernetes.io/component: {{ .name }}
 {{ printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
 {{- end -}}
 
+{{/* The Secret holding accessKey and secretKey. */}}
 {{- define "streamcrawl.s3SecretName" -}}
-{{- .Values.s3Credentials.existingSecret | default (printf "%s-s3" (include "streamcrawl.fullname" .)) -}}
+{{- if .Values.s3Credentials.create -}}
+{{- printf "%s-s3" (include "streamcrawl.fullname" .) -}}
+{{- else -}}
+{{- required "s3Credentials.existingSecret must name a Secret with keys accessKey and secretKey (or set s3Credentials.create=true with accessKey and secretKey)" .Values.s3Credentials.existingSecret -}}
+{{- end -}}
 {{- end -}}
 
-{{/* Engine settings (ConfigMap) and S3 credentials (Secret) as container env. */}}
-{{- define "streamcrawl.engineEnv" -}}
-envFrom:
-  - configMapRef:
-      name: {{ include "streamcrawl.fullname" . }}-engines
-env:
-  - name: STREAMCRAWL_S3_ACCESS_KEY
-    valueFrom:
-      secretKeyRef:
-        name: {{ include "streamcrawl.s3SecretName" . }}
-        key: accessKey
-  - name: STREAMCRAWL_S3_SECRET_KEY
-    valueFrom:
-      secretKeyRef:
-        name: {{ include "streamcrawl.s3SecretName" . }}
-        key: secretKey
+{{/* The Secret holding the control plane's apiToken. */}}
+{{- define "streamcrawl.apiTokenSecretName" -}}
+{{- if .Values.controlApiToken.create -}}
+{{- printf "%s-control" (include "streamcrawl.fullname" .) -}}
+{{- else -}}
+{{- required "controlApiToken.existingSecret must name a Secret with the key apiToken (or set controlApiToken.create=true)" .Values.controlApiToken.existingSecret -}}
+{{- end -}}
 {{- end -}}
 
-{{/*
-A worker Deployment (frontier, fetcher, parser, dedup, recrawl): (dict "root" $ "name" "frontier").
-Its probes fetch the loopback-only metrics endpoint from inside the container.
-*/}}
-{{- define "streamcrawl.workerDeployment" -}}
+{{/* Settings every service shares (STREAMCRAWL_ prefix), as a name -> string map in YAML. */}}
+{{- define "streamcrawl.sharedSettings" -}}
+STREAMCRAWL_KAFKA_BOOTSTRAP: {{ .Values.engines.kafkaBootstrap | quote }}
+STREAMCRAWL_CASSANDRA_HOSTS: {{ .Values.engines.cassandraHosts | quote }}
+STREAMCRAWL_CASSANDRA_PORT: {{ .Values.engines.cassandraPort | quote }}
+STREAMCRAWL_CASSANDRA_KEYSPACE: {{ .Values.engines.cassandraKeyspace | quote }}
+STREAMCRAWL_CASSANDRA_REPLICATION: {{ .Values.engines.cassandraReplication | quote }}
+STREAMCRAWL_S3_ENDPOINT: {{ .Values.engines.s3Endpoint | quote }}
+STREAMCRAWL_S3_BUCKET: {{ .Values.engines.s3Bucket | quote }}
+STREAMCRAWL_S3_SECURE: {{ .Values.engines.s3Secure | quote }}
+STREAMCRAWL_S3_REGION: {{ .Values.engines.s3Region | quote }}
+STREAMCRAWL_PARTITIONS: {{ .Values.partitions | quote }}
+STREAMCRAWL_MIN_DELAY_S: {{ .Values.politeness.minDelayS | quote }}
+STREAMCRAWL_DELAY_FACTOR: {{ .Values.politeness.delayFactor | quote }}
+STREAMCRAWL_CRAWL_DELAY_CAP_S: {{ .Values.politeness.crawlDelayCapS | quote }}
+{{- end -}}
+
+{{/* S3 credentials as env entries, from the Secret named by (dict "root" $ "secret" NAME). */}}
+{{- define "streamcrawl.s3Env" -}}
+- name: STREAMCRAWL_S3_ACCESS_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ .secret }}
+      key: accessKey
+- name: STREAMCRAWL_S3_SECRET_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ .secret }}
+      key: secretKey
+{{- end -}}
+
+{{/* A name -> value map as env entries, sorted by name. Values become strings; a whole number read from a
+values file (a float64 to helm) is written without an exponent: 1000000000, not 1e+09. */}}
+{{- define "streamcrawl.envMap" -}}
+{{- range $k, $v := . }}
+{{- $s := toString $v }}
+{{- if and (kindIs "float64" $v) (eq (float64 (int64 $v)) $v) }}{{ $s = toString (int64 $v) }}{{ end }}
+- name: {{ $k }}
+  value: {{ $s | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* Pod-level settings every streamcrawl pod shares: pull secrets, security context, scheduling. */}}
+{{- define "streamcrawl.podCommon" -}}
 {{- $root := .root -}}
-{{- $svc := index $root.Values.services .name -}}
-{{- if $svc.enabled }}
-apiVersion: apps/v1
-kind: Deployment
+automountServiceAccountToken: false
+{{- with $root.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml $root.Values.podSecurityContext | nindent 2 }}
+{{- with $root.Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $root.Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $root.Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if and $root.Values.topologySpread.enabled .name }}
+topologySpreadConstraints:
+  - maxSkew: 1
+    topologyKey: {{ $root.Values.topologySpread.topologyKey }}
+    whenUnsatisfiable: ScheduleAnyway
+    labelSelector:
+      matchLabels:
+        {{- include "streamcrawl.selectorLabels" . | nindent 8 }}
+{{- end }}
+volumes:
+  - name: tmp
+    emptyDir: {}
+{{- end -}}
+
+{{/* HTTP probes on the named container port: startup and liveness on /healthz, readiness on /readyz. */}}
+{{- define "streamcrawl.probes" -}}
+{{- $p := .root.Values.probes -}}
+startupProbe:
+  httpGet: {path: /healthz, port: {{ .port }}}
+  periodSeconds: {{ $p.periodSeconds }}
+  timeoutSeconds: {{ $p.timeoutSeconds }}
+  failureThreshold: {{ $p.startupFailureThreshold }}
+livenessProbe:
+  httpGet: {path: /healthz, port: {{ .port }}}
+  periodSeconds: {{ $p.periodSeconds }}
+  timeoutSeconds: {{ $p.timeoutSeconds }}
+  failureThreshold: {{ $p.failureThreshold }}
+readinessProbe:
+  httpGet: {path: /readyz, port: {{ .port }}}
+  periodSeconds: {{ $p.periodSeconds }}
+  timeoutSeconds: {{ $p.timeoutSeconds }}
+  failureThreshold: {{ $p.failureThreshold }}
+{{- end -}}
+
+{{/* A PodDisruptionBudget for one component: (dict "root" $ "name" NAME). */}}
+{{- define "streamcrawl.pdb" -}}
+{{- if .root.Values.podDisruptionBudget.enabled }}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
 metadata:
-  name: {{ include "streamcrawl.fullname" $root }}-{{ .name }}
+  name: {{ include "streamcrawl.fullname" .root }}-{{ .name }}
   labels:
-    {{- include "streamcrawl.labels" $root | nindent 4 }}
+    {{- include "streamcrawl.labels" .root | nindent 4 }}
     app.kubernetes.io/component: {{ .name }}
 spec:
-  replicas: {{ $svc.replicas }}
+  maxUnavailable: {{ .root.Values.podDisruptionBudget.maxUnavailable }}
   selector:
     matchLabels:
       {{- include "streamcrawl.selectorLabels" . | nindent 6 }}
-  template:
-    metadata:
-      labels:
-        {{- include "streamcrawl.selectorLabels" . | nindent 8 }}
-      annotations:
-        checksum/engines: {{ include (print $root.Template.BasePath "/configmap.yaml") $root | sha256sum }}
-    spec:
-      {{- with $root.Values.imagePullSecrets }}
-      imagePullSecrets:
-        {{- toYaml . | nindent 8 }}
-      {{- end }}
-      securityContext:
-        {{- toYaml $root.Values.podSecurityContext | nindent 8 }}
-      terminationGracePeriodSeconds: 60
-      containers:
-        - name: {{ .name }}
-          image: {{ include "streamcrawl.image" $root }}
-          imagePullPolicy: {{ $root.Values.image.pullPolicy }}
-          command:
-            {{- toYaml $svc.command | nindent 12 }}
-          securityContext:
-            {{- toYaml $root.Values.securityContext | nindent 12 }}
-          {{- include "streamcrawl.engineEnv" $root | nindent 10 }}
-            - name: {{ $svc.metricsPortEnv }}
-              value: {{ $svc.metricsPort | quote }}
-            {{- range $k, $v := $svc.env }}
-            - name: {{ $k }}
-              value: {{ $v | quote }}
-            {{- end }}
-          livenessProbe:
-            exec:
-              command: ["python", "-c", "import urllib.request as u; u.urlopen('http://127.0.0.1:{{ $svc.metricsPort }}/metrics', timeout=4)"]
-            initialDelaySeconds: {{ $root.Values.probes.initialDelaySeconds }}
-            periodSeconds: {{ $root.Values.probes.periodSeconds }}
-            timeoutSeconds: {{ $root.Values.probes.timeoutSeconds }}
-            failureThreshold: {{ $root.Values.probes.failureThreshold }}
-          readinessProbe:
-            exec:
-              command: ["python", "-c", "import urllib.request as u; u.urlopen('http://127.0.0.1:{{ $svc.metricsPort }}/metrics', timeout=4)"]
-            initialDelaySeconds: 5
-            periodSeconds: {{ $root.Values.probes.periodSeconds }}
-            timeoutSeconds: {{ $root.Values.probes.timeoutSeconds }}
-          resources:
-            {{- toYaml $svc.resources | nindent 12 }}
-          volumeMounts:
-            - name: tmp
-              mountPath: /tmp
-      volumes:
-        - name: tmp
-          emptyDir: {}
 {{- end }}
 {{- end -}}

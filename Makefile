@@ -37,7 +37,23 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	$(VPY) -m pip install -q --no-deps -e .
 	touch $@
 
-venv: $(VENV)/.installed
+# The compiled hot paths of streamcrawl_core (native/, a Rust crate built with maturin): built and installed
+# when cargo is on PATH; without it, or if the build fails, the core runs its pure-Python paths (same results).
+NATIVE_SRC := native/Cargo.toml native/pyproject.toml $(wildcard native/src/*.rs)
+NATIVE_WARN := make: warning: streamcrawl_native not built
+$(VENV)/.native: $(VENV)/.installed $(NATIVE_SRC)
+	@rm -rf native/target/wheels
+	@if ! command -v cargo >/dev/null 2>&1; then \
+	  $(VPY) -m pip uninstall -q -y streamcrawl-native >/dev/null 2>&1; \
+	  echo "$(NATIVE_WARN) (no cargo on PATH): streamcrawl_core runs pure Python, slower, same results"; \
+	elif $(VPY) -m maturin build -q --release -m native/Cargo.toml -i $(VPY) -o native/target/wheels \
+	  && $(VPY) -m pip install -q --force-reinstall --no-deps native/target/wheels/*.whl; then touch $@; \
+	else \
+	  $(VPY) -m pip uninstall -q -y streamcrawl-native >/dev/null 2>&1; \
+	  echo "$(NATIVE_WARN) (the build failed, see above): streamcrawl_core runs pure Python, slower, same results"; \
+	fi
+
+venv: $(VENV)/.installed $(VENV)/.native
 
 stack-up: venv
 	$(STACK) up

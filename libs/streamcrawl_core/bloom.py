@@ -14,6 +14,9 @@ Batched calls (``add_many`` / ``contains_many``, also on a numpy integer array) 
 the 8-byte int items vectorized in numpy (the algorithm's tail-only path for an 8-byte key) and gather
 or scatter all probe bits at once. That computes exactly the same positions as ``mmh3`` does for
 single items (tested), so the bit layout and serialized format are unchanged from version 1.
+With the compiled extension (``streamcrawl_native``, see ``_native``), int items in a Python list or
+tuple (and single int items) are hashed and probed in Rust over the same ``bytearray``, with the same
+positions; numpy arrays, bytes and mixed batches keep the paths above.
 
 Serialized layout (little-endian): magic ``b"SCBF"``, u8 version (1), 3 zero bytes, u64 m, u32 k,
 u64 capacity, u64 count, then ``ceil(m/8)`` bytes of bits (bit ``i`` is ``byte[i>>3] >> (i&7) & 1``).
@@ -30,6 +33,8 @@ import mmh3
 import numpy as np
 import numpy.typing as npt
 
+from streamcrawl_core._native import NATIVE
+
 __all__ = ["BloomFilter", "Item"]
 
 Item = int | bytes | bytearray | memoryview
@@ -39,6 +44,7 @@ _VERSION = 1
 _HEADER = struct.Struct("<4sB3xQIQQ")
 _MASK64 = (1 << 64) - 1
 _MIN_INT = -(1 << 63)
+_nat = NATIVE  # the compiled probes, or None (tests switch it off to check both paths)
 # Below this batch size the per-item path is cheaper than numpy's fixed per-call overhead.
 _VECTOR_MIN = 24
 
@@ -138,11 +144,20 @@ class BloomFilter:
 
     def add(self, item: Item) -> bool:
         """Insert ``item``; True if it was (definitely) not present before."""
+        if _nat is not None:
+            done = _nat.bloom_add(self._bits, self.m, self.k, (item,))
+            if done is not None:
+                self._count += done[1]
+                return done[0][0]
         return self._add_scalar((item,))[0]
 
     def __contains__(self, item: object) -> bool:
         if not isinstance(item, int | bytes | bytearray | memoryview):
             return False  # membership of a foreign type is simply "no", like a set
+        if _nat is not None:
+            found = _nat.bloom_contains(self._bits, self.m, self.k, (item,))
+            if found is not None:
+                return found[0]
         return self._contains_scalar((item,))[0]
 
     # --- batched API ------------------------------------------------------------------------------
@@ -155,6 +170,11 @@ class BloomFilter:
         """
         if not isinstance(items, np.ndarray | list | tuple):
             items = list(items)  # a one-shot iterator must be read once
+        if _nat is not None and not isinstance(items, np.ndarray):
+            done = _nat.bloom_add(self._bits, self.m, self.k, items)  # None: not all in-range ints
+            if done is not None:
+                self._count += done[1]
+                return done[0]
         probes = self._batch_probes(items)
         if probes is None:
             return self._add_scalar(items)
@@ -194,6 +214,10 @@ class BloomFilter:
         """Membership for each item (False = definitely absent, True = probably present)."""
         if not isinstance(items, np.ndarray | list | tuple):
             items = list(items)  # a one-shot iterator must be read once
+        if _nat is not None and not isinstance(items, np.ndarray):
+            found = _nat.bloom_contains(self._bits, self.m, self.k, items)  # None: not all in-range ints
+            if found is not None:
+                return found
         probes = self._batch_probes(items)
         if probes is None:
             return self._contains_scalar(items)

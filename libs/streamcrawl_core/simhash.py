@@ -9,7 +9,9 @@ Speed trick: instead of a 64-step Python loop per feature, the digests of all oc
 ``mmh3.hash_bytes`` in C) are sliced into 8 byte planes, each read as one big integer; every bit column
 count is then one big-integer ``AND`` + ``bit_count`` - 64 C-level operations per page in total.
 ASCII pages of >= 3,000 characters take a fully numpy path (bytes tokenizer + column-wise MurmurHash3,
-see ``_simhash_ascii``) that returns the identical value about 2-3x faster.
+see ``_simhash_ascii``) that returns the identical value about 2-3x faster. With the compiled
+extension (``streamcrawl_native``, see ``_native``) every text takes its single-pass tokenizer and
+hasher instead, again with the identical value.
 
 ``SimHashIndex`` finds every stored fingerprint within ``max_distance`` bits using the Manku et al.
 pigeonhole argument: with 4 blocks of 16 bits and distance <= 3, at least one block matches exactly,
@@ -27,9 +29,12 @@ import mmh3
 import numpy as np
 import numpy.typing as npt
 
+from streamcrawl_core._native import NATIVE
+
 __all__ = ["SimHashIndex", "from_signed64", "hamming", "simhash", "to_signed64"]
 
 _MASK64 = (1 << 64) - 1
+_nat = NATIVE  # the compiled path, or None (tests switch it off to check both paths)
 _TOKEN_RE = re.compile(r"\w+")
 
 
@@ -77,6 +82,17 @@ def simhash(text: str, shingle: int = 3, *, ignore_numbers: bool = True) -> int:
         raise TypeError(f"simhash() needs str, not {type(text).__name__}")
     if isinstance(shingle, bool) or not isinstance(shingle, int) or shingle < 1:
         raise ValueError(f"shingle must be a positive int, got {shingle!r}")
+    if _nat is not None and shingle <= _MASK64:
+        # The extension lowercases ASCII itself and asks Python's str.isalnum/isdigit about any other
+        # character, so it gets the lowered text only when there is one; None = lone surrogates.
+        fp = _nat.simhash(text if text.isascii() else text.lower(), shingle, bool(ignore_numbers))
+        if fp is not None:
+            return fp
+    return _simhash_pure(text, shingle, ignore_numbers)
+
+
+def _simhash_pure(text: str, shingle: int, ignore_numbers: bool) -> int:
+    """``simhash`` without the extension: the numpy path for long ASCII text, else the generic one."""
     if len(text) >= _VECTOR_MIN_CHARS and text.isascii():
         fp = _simhash_ascii(text, shingle, ignore_numbers)
         if fp is not None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from streamcrawl_core._native import NATIVE, NativeNormalizer
+
 __all__ = ["DEFAULT_CONFIG", "NormalizerConfig", "UrlError", "filter_query"]
 
 
@@ -43,6 +45,8 @@ class NormalizerConfig:
     _prefixes_lower: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _path_param_re: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
     _query_strip_re: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    # The compiled fast paths of normalize() for this policy, if the extension is installed.
+    _native: NativeNormalizer | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.max_length < 16:
@@ -62,6 +66,10 @@ class NormalizerConfig:
         names += [re.escape(p) for p in self._prefixes_lower]
         query_re = re.compile(rf"(?:^|&)(?:{'|'.join(names)})", re.IGNORECASE) if names else None
         object.__setattr__(self, "_query_strip_re", query_re)
+        native = None
+        if NATIVE is not None and self.max_length < 1 << 40:
+            native = NATIVE.Normalizer(sorted(lower), list(self._prefixes_lower), self.sort_query, self.max_length)
+        object.__setattr__(self, "_native", native)
 
 
 DEFAULT_CONFIG = NormalizerConfig()

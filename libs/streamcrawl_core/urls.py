@@ -89,6 +89,11 @@ def normalize(url: str, base: str | None = None, config: NormalizerConfig = DEFA
     Raises ``UrlError`` (reason: type/scheme/userinfo/host/port/too_long/malformed/base) for anything
     a crawler should not fetch or cannot spell canonically.
     """
+    native = config._native
+    if native is not None:  # the compiled fast paths: same result, or None to run the code below
+        out = native.normalize(url, base)
+        if out is not None:
+            return out
     m = _FAST_RE.fullmatch(url) if isinstance(url, str) and len(url) <= 16 * config.max_length else None
     if m is None:
         if isinstance(base, str) and isinstance(url, str):

@@ -82,7 +82,7 @@ test: lint $(HELM) stack-up
 	$(VPY) -m pytest tests -q
 
 lint: venv
-	$(VPY) -m ruff check libs services tools tests stack bench
+	$(VPY) -m ruff check libs services tools tests stack bench setup.py
 	$(VPY) -m mypy libs services tools
 	$(VPY) -m streamcrawl_contracts.export --check
 

@@ -13,8 +13,10 @@ import logging
 import sys
 from pathlib import Path
 
+from pydantic import Field
+from streamcrawl_schemas import migrations_dir
+
 from streamcrawl_runtime.bootstrap import (
-    DEFAULT_MIGRATIONS_DIR,
     ProvisionError,
     apply_migrations,
     ensure_bucket,
@@ -28,10 +30,10 @@ log = logging.getLogger("streamcrawl.provision")
 
 
 class ProvisionSettings(StackSettings):
-    """Engine endpoints plus where the CQL migrations are. The default is schemas/cql of a source
-    checkout; an installed (non-editable) package must point STREAMCRAWL_MIGRATIONS_DIR at a copy."""
+    """Engine endpoints plus where the CQL migrations are: STREAMCRAWL_MIGRATIONS_DIR, else those shipped
+    in the installed package, else schemas/cql of the source checkout (streamcrawl_schemas)."""
 
-    migrations_dir: Path = DEFAULT_MIGRATIONS_DIR
+    migrations_dir: Path = Field(default_factory=migrations_dir)
 
 
 def provision(settings: ProvisionSettings) -> dict[str, object]:

@@ -1,0 +1,2 @@
+"""The `streamcrawl` command: one entry point for operators, with one module per subcommand under
+`streamcrawl_cli.commands`."""

@@ -1,28 +1,43 @@
-# One image for every streamcrawl service and the provisioning one-shot; the command picks the service
-# (streamcrawl-frontier, -fetcher, -parser, -dedup, -recrawl, -control, or
-# `python -m streamcrawl_runtime.provision`). Used by docker-compose.yml and the Helm chart.
-FROM python:3.11-slim
+# syntax=docker/dockerfile:1
+# One image for every streamcrawl service and the provisioning one-shot. The command picks the service:
+# streamcrawl-frontier, -fetcher, -parser, -dedup, -recrawl, -control, or streamcrawl-provision (or
+# `streamcrawl service NAME`). Used by docker-compose.yml and the Helm chart (which sets `command`).
+#
+# Two stages: the builder turns the pinned requirements and the project into wheels and installs them
+# into a virtualenv; the runtime stage copies only that virtualenv onto a clean base. It runs as a
+# non-root user and writes nothing outside /tmp, so it works with a read-only root filesystem (the chart
+# mounts an emptyDir on /tmp). Build: `make image` (buildah) or `docker build -t streamcrawl:0.1.0 .`
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
-ENV PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1 \
-    PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    STREAMCRAWL_MIGRATIONS_DIR=/app/schemas/cql
-
-WORKDIR /app
-
-# Dependencies first (pinned), so code changes do not reinstall them.
+FROM ${PYTHON_IMAGE} AS builder
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+# Dependencies first (pinned), so a code change does not rebuild them.
 COPY requirements.txt ./
-RUN pip install -r requirements.txt
-
-COPY pyproject.toml README.md ./
+RUN pip wheel --no-cache-dir --wheel-dir /wheels -r requirements.txt
+COPY pyproject.toml setup.py MANIFEST.in README.md ./
 COPY libs ./libs
 COPY services ./services
 COPY schemas ./schemas
-RUN pip install --no-deps . \
-    && rm -rf build ./*.egg-info \
-    && groupadd --system --gid 10001 streamcrawl \
-    && useradd --system --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin streamcrawl
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
+    && python -m venv /opt/streamcrawl \
+    && /opt/streamcrawl/bin/pip install --no-cache-dir --no-index --find-links /wheels \
+         -r requirements.txt /wheels/streamcrawl-*.whl \
+    && /opt/streamcrawl/bin/pip check
 
+FROM ${PYTHON_IMAGE}
+ENV PATH=/opt/streamcrawl/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    HOME=/tmp \
+    TMPDIR=/tmp
+RUN groupadd --system --gid 10001 streamcrawl \
+    && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /tmp \
+         --shell /usr/sbin/nologin streamcrawl
+COPY --from=builder /opt/streamcrawl /opt/streamcrawl
+WORKDIR /tmp
 USER 10001:10001
-CMD ["streamcrawl-control"]
+# Metrics, /healthz and /readyz of frontier, fetcher, parser, dedup, recrawl; the control plane's HTTP port.
+EXPOSE 9101 9102 9103 9104 9105 8080
+CMD ["streamcrawl", "--help"]

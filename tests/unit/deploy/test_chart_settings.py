@@ -10,6 +10,7 @@ import importlib
 
 import pytest
 from pydantic_settings import BaseSettings
+from streamcrawl_cli.services import env_rows
 
 from tests.unit.deploy.helmrun import env_of, full, one, render
 
@@ -24,13 +25,7 @@ def _settings_classes(service: str) -> list[type[BaseSettings]]:
 
 
 def _env_names(cls: type[BaseSettings]) -> set[str]:
-    names: set[str] = set()
-    for klass in cls.__mro__:
-        if isinstance(klass, type) and issubclass(klass, BaseSettings) and klass is not BaseSettings:
-            prefix = str(klass.model_config.get("env_prefix", ""))
-            names |= {f"{prefix}{f}".upper() for f in getattr(klass, "__annotations__", {})}
-    prefix = str(cls.model_config.get("env_prefix", ""))
-    return names | {f"{prefix}{f}".upper() for f in cls.model_fields}
+    return {env for env, _ in env_rows(cls)}  # nested settings (stack, politeness) keep their own prefix
 
 
 def _per_service_prefix(service: str) -> bool:

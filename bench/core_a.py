@@ -1,11 +1,16 @@
 """Benchmarks for streamcrawl_core part A (urls, fingerprint, bloom, simhash) and compiled alternatives.
 
 Plain script, no pytest: each case runs ``--repeats`` times and the MEDIAN is reported (the machine is
-shared, so medians are the honest number). Optional alternatives (ada-url, rbloom, tldextract) are
-measured side by side when importable and skipped otherwise.
+shared, so medians are the honest number). Optional alternatives (ada-url, rbloom, xxhash, tldextract)
+are measured side by side when importable and skipped otherwise.
 
-    .venv/bin/python bench/core_a.py                 # full run (~1-2 min on 2 shared cores)
+The first table ("targets") runs each core speed target twice, interleaved in one process: "before" is
+the pure-Python code (what runs without the compiled extension ``streamcrawl_native``; it is also the
+code of every release before it), "after" is the same call with the extension.
+
+    .venv/bin/python bench/core_a.py                 # full run (~1 min on 2 shared cores)
     .venv/bin/python bench/core_a.py --quick         # smaller inputs, for a smoke test
+    .venv/bin/python bench/core_a.py --targets-only  # just the before/after table of the targets
     .venv/bin/python bench/core_a.py --baseline REV  # also old (git REV) vs current, interleaved, same run
 """
 
@@ -27,11 +32,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import mmh3
 import numpy as np
+from streamcrawl_core import bloom as bloom_mod
+from streamcrawl_core import simhash as simhash_mod
+from streamcrawl_core._native import NATIVE
 from streamcrawl_core.bloom import BloomFilter
 from streamcrawl_core.fingerprint import registered_domain, url_fingerprint
 from streamcrawl_core.simhash import SimHashIndex, simhash
-from streamcrawl_core.urls import UrlError, normalize
+from streamcrawl_core.urls import NormalizerConfig, UrlError, normalize
 
 ROWS: list[tuple[str, str, str, str]] = []
 
@@ -226,26 +235,194 @@ def bench_domains(n: int, repeats: int) -> None:
     row("tldextract 5.4 offline snapshot", "info", f"{r / 1e3:,.0f}k hosts/s", "-")
 
 
+# --- the core targets: pure Python (before) vs the compiled extension (after), interleaved -----------
+
+
+@contextlib.contextmanager
+def _pure_modules() -> Any:
+    """Switch the extension off for simhash and bloom (normalize takes a config without it instead)."""
+    saved = simhash_mod._nat, bloom_mod._nat
+    simhash_mod._nat = bloom_mod._nat = None
+    try:
+        yield
+    finally:
+        simhash_mod._nat, bloom_mod._nat = saved
+
+
+def _pure(fn: Callable[[], int]) -> Callable[[], int]:
+    def run() -> int:
+        with _pure_modules():
+            return fn()
+
+    return run
+
+
+def _pure_config() -> NormalizerConfig:
+    config = NormalizerConfig()
+    object.__setattr__(config, "_native", None)
+    return config
+
+
+TARGETS: list[tuple[str, float, float, float | None, str]] = []
+HASHES: list[tuple[str, float]] = []
+
+
+def _target(op: str, unit: str, target: float | None, before: float, after: float, scale: float) -> None:
+    TARGETS.append((op, before / scale, after / scale, None if target is None else target / scale, unit))
+
+
+def bench_targets(repeats: int, quick: bool) -> None:
+    if NATIVE is None:
+        print("\n## targets: streamcrawl_native is not installed (run `make venv` with cargo): skipped")
+        return
+    print(f"\n## targets: pure Python (before) vs compiled (after), interleaved, median of {repeats}")
+    rnd = random.Random(1)
+    absolute, relative = make_urls(5_000 if quick else 30_000, rnd)
+    pure_cfg = _pure_config()
+    normalized = [normalize(u) for u in absolute]
+    r = interleaved(
+        {
+            "before abs": lambda: sum(1 for u in absolute if url_fingerprint(normalize(u, None, pure_cfg)) or True),
+            "after abs": lambda: sum(1 for u in absolute if url_fingerprint(normalize(u)) or True),
+            "before rel": lambda: sum(1 for b, u in relative if url_fingerprint(normalize(u, b, pure_cfg)) or True),
+            "after rel": lambda: sum(1 for b, u in relative if url_fingerprint(normalize(u, b)) or True),
+            "before norm": lambda: sum(1 for u in absolute if normalize(u, None, pure_cfg)),
+            "after norm": lambda: sum(1 for u in absolute if normalize(u)),
+            "fingerprint": lambda: sum(1 for u in normalized if url_fingerprint(u) or True),
+        },
+        repeats,
+    )
+    _target("normalize+fingerprint, absolute URLs", "k URLs/s", 200e3, r["before abs"], r["after abs"], 1e3)
+    _target("normalize+fingerprint, relative href + base", "k URLs/s", 200e3, r["before rel"], r["after rel"], 1e3)
+    _target("  of which normalize alone (absolute)", "k URLs/s", None, r["before norm"], r["after norm"], 1e3)
+    HASHES.append(("url_fingerprint (mmh3, with its type checks)", r["fingerprint"] / 1e3))
+    _hash_alternatives(normalized, repeats)
+
+    docs = [words(random.Random(3), 20_000) for _ in range(5 if quick else 20)]
+    accented = [d.replace("e", "\u00e9") for d in docs]
+    with _pure_modules():
+        expected = [simhash(d) for d in docs + accented]
+    assert [simhash(d) for d in docs + accented] == expected, "simhash values differ"
+    r = interleaved(
+        {
+            "before": _pure(lambda: sum(1 for d in docs if simhash(d) >= 0)),
+            "after": lambda: sum(1 for d in docs if simhash(d) >= 0),
+            "before accented": _pure(lambda: sum(1 for d in accented if simhash(d) >= 0)),
+            "after accented": lambda: sum(1 for d in accented if simhash(d) >= 0),
+        },
+        repeats,
+    )
+    _target("SimHash of a 20 KB ASCII page", "pages/s", 5e3, r["before"], r["after"], 1)
+    _target(
+        "SimHash of a 20 KB non-ASCII page (e -> e-acute)", "pages/s", 5e3, r["before accented"], r["after accented"], 1
+    )
+
+    n = 100_000 if quick else 1_000_000
+    rnd = random.Random(2)
+    inserted = [rnd.getrandbits(64) - (1 << 63) for _ in range(n)]
+    bf = BloomFilter(n, 0.01)
+    bf.add_many(inserted)
+    probes = inserted[:50_000] + [rnd.getrandbits(64) - (1 << 63) for _ in range(50_000)]
+    rnd.shuffle(probes)
+    absent = [rnd.getrandbits(64) - (1 << 63) for _ in range(100_000)]
+    as_array = np.array(probes, dtype=np.int64)
+    batches = [[rnd.getrandbits(64) - (1 << 63) for _ in range(100)] for _ in range(1_000)]  # links of a page
+    fresh: dict[str, BloomFilter] = {}
+
+    def add_batches(side: str) -> int:
+        fresh[side] = target = BloomFilter(200_000, 0.01)
+        for batch in batches:
+            target.add_many(batch)
+        return 100 * len(batches)
+
+    with _pure_modules():
+        expected_hits = bf.contains_many(probes)
+    assert bf.contains_many(probes) == expected_hits, "Bloom answers differ"
+    r = interleaved(
+        {
+            "before hits": _pure(lambda: len(bf.contains_many(probes))),
+            "after hits": lambda: len(bf.contains_many(probes)),
+            "before absent": _pure(lambda: len(bf.contains_many(absent))),
+            "after absent": lambda: len(bf.contains_many(absent)),
+            "before array": _pure(lambda: len(bf.contains_many(as_array))),
+            "after array": lambda: len(bf.contains_many(as_array)),
+            "before add": _pure(lambda: add_batches("before")),
+            "after add": lambda: add_batches("after"),
+        },
+        repeats,
+    )
+    assert fresh["before"].to_bytes() == fresh["after"].to_bytes(), "Bloom bit layouts differ"
+    _target(
+        f"Bloom contains_many, 50% hits, {n:,} items, Python list",
+        "M checks/s",
+        2e6,
+        r["before hits"],
+        r["after hits"],
+        1e6,
+    )
+    _target("Bloom contains_many, all new, Python list", "M checks/s", 2e6, r["before absent"], r["after absent"], 1e6)
+    _target(
+        "Bloom contains_many, 50% hits, int64 numpy array", "M checks/s", None, r["before array"], r["after array"], 1e6
+    )
+    _target("Bloom add_many, batches of 100 (one page's links)", "M adds/s", None, r["before add"], r["after add"], 1e6)
+
+    print("\n| target | before (pure Python) | after (compiled) | speed-up | target | met? |")
+    print("|---|---|---|---|---|---|")
+    for op, before, after, target, unit in TARGETS:
+        met = "-" if target is None else _met(after >= target)
+        goal = "info" if target is None else f">= {target:g}"
+        print(f"| {op} | {before:,.2f} | {after:,.2f} | {after / before:.2f}x | {goal} {unit} | {met} |")
+    print("\n| the fingerprint's hash call alone, same normalized URLs | k URLs/s |\n|---|---|")
+    for name, rate in HASHES:
+        print(f"| {name} | {rate:,.0f} |")
+
+
+def _hash_alternatives(normalized: list[str], repeats: int) -> None:
+    """mmh3 (the fingerprint's hash) vs xxhash on the same normalized URLs, hash call only."""
+    xx = _opt("xxhash")
+    raw = [u.encode() for u in normalized]
+    cases: dict[str, Callable[[], int]] = {
+        "mmh3.hash64(str)": lambda: sum(1 for u in normalized if mmh3.hash64(u, 0, True, True)[0] or True),
+        "mmh3.hash64(bytes)": lambda: sum(1 for u in raw if mmh3.hash64(u, 0, True, True)[0] or True),
+    }
+    if xx is not None:  # xxhash takes bytes only: a str must be encoded first
+        xxh3 = xx.xxh3_64_intdigest
+        cases["xxhash.xxh3_64_intdigest(str.encode())"] = lambda: sum(1 for u in normalized if xxh3(u.encode()) or True)
+        cases["xxhash.xxh3_64_intdigest(bytes)"] = lambda: sum(1 for u in raw if xxh3(u) or True)
+    for name, rate in interleaved(cases, repeats).items():
+        HASHES.append((name, rate / 1e3))
+
+
 # --- old vs new, interleaved in one process (the shared machine's load hits both sides alike) -------
+
+
+# Part-A modules in import order; the ones split from urls.py (and the extension loader) exist only in
+# newer revisions and are loaded when present, so a baseline's urls.py imports its own helpers.
+_PART_A = ("_native", "url_policy", "rfc3986", "url_host", "urls", "fingerprint", "bloom", "simhash")
 
 
 def load_baseline(rev: str) -> dict[str, types.ModuleType]:
     """The part-A modules as of git ``rev``, loaded under private names next to the current ones."""
     root = Path(__file__).resolve().parent.parent
-    mods = {}
-    for name in ("bloom", "simhash", "urls", "fingerprint"):
-        src = subprocess.run(
-            ["git", "show", f"{rev}:libs/streamcrawl_core/{name}.py"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        mod = types.ModuleType(f"baseline_{name}")
-        mod.__file__ = str(root / "libs" / "streamcrawl_core" / f"{name}.py")  # for its data files
-        sys.modules[mod.__name__] = mod  # dataclasses look their module up
-        exec(compile(src, f"{rev}:{name}.py", "exec"), mod.__dict__)
-        mods[name] = mod
+    mods: dict[str, types.ModuleType] = {}
+    saved = {name: sys.modules.get(f"streamcrawl_core.{name}") for name in _PART_A}
+    try:
+        for name in _PART_A:
+            shown = subprocess.run(
+                ["git", "show", f"{rev}:libs/streamcrawl_core/{name}.py"], cwd=root, capture_output=True, text=True
+            )
+            if shown.returncode != 0:
+                continue  # not in that revision
+            mod = types.ModuleType(f"baseline_{name}")
+            mod.__file__ = str(root / "libs" / "streamcrawl_core" / f"{name}.py")  # for its data files
+            sys.modules[mod.__name__] = mod  # dataclasses look their module up
+            sys.modules[f"streamcrawl_core.{name}"] = mod  # the baseline's own imports get the baseline
+            exec(compile(shown.stdout, f"{rev}:{name}.py", "exec"), mod.__dict__)
+            mods[name] = mod
+    finally:
+        for name, current in saved.items():
+            if current is not None:
+                sys.modules[f"streamcrawl_core.{name}"] = current
     return mods
 
 
@@ -353,13 +530,22 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--baseline", metavar="REV", help="also compare with the part-A modules of git REV")
     ap.add_argument("--compare-only", action="store_true", help="with --baseline: skip the main table")
+    ap.add_argument("--targets-only", action="store_true", help="only the before/after table of the targets")
     args = ap.parse_args()
     q = args.quick
     print(f"python {platform.python_version()} on {platform.machine()}, {platform.system()}, load avg {_load()}")
+    print(f"streamcrawl_native: {'loaded' if NATIVE is not None else 'not installed (pure Python)'}")
+    if args.targets_only:
+        bench_targets(args.repeats, q)
+        return
     if args.baseline and args.compare_only:
         compare(args.baseline, args.repeats, q)
         return
     print(f"{'operation':58s} {'target':>14s} {'measured (median)':>22s} {'met':>6s}")
+    bench_targets(args.repeats, q)
+    print(
+        f"\n{'operation (current code, extension loaded if built)':58s} {'target':>14s} {'measured':>22s} {'met':>6s}"
+    )
     bench_urls(5_000 if q else 30_000, args.repeats)
     bench_bloom(100_000 if q else 1_000_000, args.repeats)
     bench_simhash(args.repeats, 5 if q else 20)

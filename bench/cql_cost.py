@@ -33,8 +33,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from cassandra.cluster import Session
-from streamcrawl_runtime.connect import cassandra_session, crawl_cql_session
-from streamcrawl_runtime.crawl_state import CassandraCrawlState
+from streamcrawl_runtime.cassandra_state import CassandraCrawlState
+from streamcrawl_runtime.connect import crawl_cql_session
 from streamcrawl_runtime.settings import StackSettings
 
 
@@ -131,13 +131,28 @@ async def measure(state: CassandraCrawlState, session: Session, n: int) -> dict[
     }
 
 
+def datastax_session(settings: StackSettings) -> Session:
+    """The DataStax Python driver's session, with the settings the product used before it moved every
+    Cassandra user to acsylla (protocol v4, round-robin, 20 s timeout): the comparison's other side."""
+    from cassandra.cluster import Cluster
+    from cassandra.policies import RoundRobinPolicy
+    from cassandra.query import named_tuple_factory
+
+    cluster = Cluster(contact_points=settings.cassandra_host_list, port=settings.cassandra_port,
+                      load_balancing_policy=RoundRobinPolicy(), protocol_version=4)
+    session = cluster.connect(settings.cassandra_keyspace)
+    session.default_timeout = 20.0
+    session.row_factory = named_tuple_factory
+    return session
+
+
 async def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--statements", type=int, default=4000, help="per mode and repeat")
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
     settings = StackSettings()
-    session = cassandra_session(settings, settings.cassandra_keyspace)
+    session = datastax_session(settings)
     state = CassandraCrawlState(crawl_cql_session(settings))
     for i in range(300):  # warm the connections and the prepared statements
         await state.url_get("bench-cql-warm.test", i)

@@ -278,7 +278,7 @@ def run_streamcrawl(args: argparse.Namespace, wd: Path) -> SideResult:
     from streamcrawl_launcher.crawl import SERVICES, Crawl, CrawlOptions  # needs confluent_kafka
 
     opts = CrawlOptions(workdir=wd, hosts=args.hosts, web_seed=args.web_seed, http_port=args.http_port,
-                        dns_port=args.dns_port, extra_env={"STREAMCRAWL_LOG_LEVEL": "WARNING"},
+                        dns_port=args.dns_port, log_level="WARNING",
                         synthweb_args=synthweb_args(args))
     crawl = Crawl(opts)
 

@@ -238,12 +238,20 @@ def cassandra_engine() -> Engine:
                 "-cp", f"{lib}/*", "org.apache.cassandra.service.CassandraDaemon"]
 
     def ready() -> None:
-        from cassandra.cluster import Cluster
-        cluster = Cluster(["127.0.0.1"], port=CASSANDRA_PORT, connect_timeout=3, control_connection_timeout=3)
-        try:
-            cluster.connect().execute("SELECT release_version FROM system.local", timeout=5)
-        finally:
-            cluster.shutdown()
+        import asyncio
+
+        import acsylla
+
+        async def probe() -> None:
+            cluster = acsylla.create_cluster(["127.0.0.1"], port=CASSANDRA_PORT, protocol_version=4,
+                                             connect_timeout=3, request_timeout=5, log_level="critical")
+            session = await cluster.create_session()
+            try:
+                await session.execute(acsylla.create_statement("SELECT release_version FROM system.local"))
+            finally:
+                await session.close()
+
+        asyncio.run(probe())
 
     return Engine("cassandra", CASSANDRA_PORT, command, ready, prepare)
 
@@ -304,30 +312,23 @@ def wait_ready(engine: Engine, proc: subprocess.Popen[bytes] | None) -> float:
 
 
 def provision() -> None:
-    """Topics, schema and bucket: idempotent, so running them on every `up` is cheap and safe."""
+    """Topics, schema and bucket: idempotent, so running them on every `up` is cheap and safe. The same
+    `provision()` a deployment's provisioning Job runs (streamcrawl_runtime.provision)."""
     sys.path[:0] = [str(ROOT / "libs")]
-    from streamcrawl_runtime.bootstrap import apply_migrations, ensure_bucket, ensure_topics
-    from streamcrawl_runtime.connect import cassandra_session, minio_client
-    from streamcrawl_runtime.settings import StackSettings
+    from streamcrawl_runtime.provision import ProvisionSettings
+    from streamcrawl_runtime.provision import provision as provision_engines
+    from streamcrawl_runtime.provisioning import ProvisionError
 
-    settings = StackSettings()
     try:
-        created = ensure_topics(settings.kafka_bootstrap)
-    except Exception as exc:
-        raise fail("kafka", f"topic creation failed: {exc}", log_path("kafka")) from exc
-    session = cassandra_session(settings)
-    try:
-        applied = apply_migrations(session, settings.cassandra_keyspace, settings.cassandra_replication)
-    except Exception as exc:
-        raise fail("cassandra", f"schema migration failed: {exc}", log_path("cassandra")) from exc
-    finally:
-        session.cluster.shutdown()
-    try:
-        made = ensure_bucket(minio_client(settings), settings.s3_bucket)
-    except Exception as exc:
-        raise fail("s3", f"bucket creation failed: {exc}", log_path("s3")) from exc
+        done = provision_engines(ProvisionSettings())
+    except ProvisionError as exc:
+        engine = str(exc).split(":", 1)[0]
+        raise fail(engine if engine in ENGINES else "stack", f"provisioning failed: {exc}",
+                   log_path(engine if engine in ENGINES else "kafka")) from exc
+    created, applied = done["topics_created"], done["migrations_applied"]
+    assert isinstance(created, list) and isinstance(applied, list)
     print(f"stack: provisioned: {len(created)} topics created, {len(applied)} migrations applied, "
-          f"bucket {'created' if made else 'present'}")
+          f"bucket {'created' if done['bucket_created'] else 'present'}")
 
 
 def cmd_fetch() -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 __all__ = [
@@ -54,10 +54,20 @@ class PolitenessConfig:
 
 @dataclass(frozen=True)
 class HostOverride:
-    """An agreed rate for one host; ``None`` keeps the global value."""
+    """What an operator agreed with one host (the control plane's host_overrides row); ``None`` keeps the
+    global value. The frontier applies the rate (``min_delay_s``, ``delay_factor``), dedup the page
+    budget per crawl cycle; ``note`` and ``updated_at`` are for people."""
 
     min_delay_s: float | None = None
     delay_factor: float | None = None
+    page_budget: int | None = None
+    note: str | None = None
+    updated_at: datetime | None = None
+
+    @property
+    def rate(self) -> tuple[float | None, float | None]:
+        """The part of the override that changes politeness timing."""
+        return self.min_delay_s, self.delay_factor
 
     def __post_init__(self) -> None:
         if self.min_delay_s is not None:

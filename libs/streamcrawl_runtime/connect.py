@@ -1,60 +1,38 @@
-"""Connection factories for the three engines, built from StackSettings. Nothing else in the project
-constructs a Cassandra cluster or a minio client, so timeouts and policies are set in one place."""
+"""Connection factories for the three engines, built from StackSettings, and their readiness probes.
+Nothing else in the project constructs a Cassandra session or a minio client, so timeouts and policies
+are set in one place. Every Cassandra user (services, control plane, migrations, tools) goes through
+acsylla (streamcrawl_runtime.acsylla_session): one client library for the product."""
 
 from __future__ import annotations
 
-import functools
-import logging
-from collections import namedtuple
-from typing import Any
+import asyncio
 
-from cassandra.cluster import Cluster, Session
-from cassandra.policies import RoundRobinPolicy
-from cassandra.query import _clean_column_name  # the driver's own rule for "[applied]" → "applied"
 from minio import Minio
 
-from streamcrawl_runtime.cql import AcsyllaSession
+from streamcrawl_runtime.acsylla_session import AcsyllaSession, BlockingSession
+from streamcrawl_runtime.cassandra_state import CassandraCrawlState
+from streamcrawl_runtime.health import Check
+from streamcrawl_runtime.ports.cql import CqlSession
+from streamcrawl_runtime.s3_blobs import S3BlobStore
 from streamcrawl_runtime.settings import StackSettings
 
-# The driver logs a warning per connection attempt while a node starts; readiness probes retry anyway.
-logging.getLogger("cassandra").setLevel(logging.ERROR)
 
-
-@functools.lru_cache(maxsize=512)
-def _row_class(colnames: tuple[str, ...]) -> Any:
-    return namedtuple("Row", [_clean_column_name(c) for c in colnames])  # type: ignore[misc]
-
-
-def cached_named_tuple_factory(colnames: list[str], rows: list[Any]) -> list[Any]:
-    """The driver's named_tuple_factory builds a new namedtuple class for every result set (~180 µs
-    measured here, on every statement, writes included); the column lists of prepared statements repeat,
-    so the class is built once per column list."""
-    row = _row_class(tuple(colnames))
-    return [row(*r) for r in rows]
-
-
-def cassandra_session(settings: StackSettings, keyspace: str | None = None, connect_timeout: float = 5.0) -> Session:
-    """A session on the configured cluster. The caller owns it (call `.cluster.shutdown()`)."""
-    cluster = Cluster(
-        contact_points=settings.cassandra_host_list,
-        port=settings.cassandra_port,
-        load_balancing_policy=RoundRobinPolicy(),
-        # v4, not v5: v5 frames every message in CRC-checked segments computed in pure Python
-        # (py-spy: a visible share of the dedup service's CPU); loopback and a LAN need no extra CRC.
-        protocol_version=4,
-        connect_timeout=connect_timeout,
-        control_connection_timeout=connect_timeout,
-    )
-    session = cluster.connect(keyspace)
-    session.default_timeout = 20.0
-    session.row_factory = cached_named_tuple_factory
-    return session
-
-
-def crawl_cql_session(settings: StackSettings, keyspace: str | None = None) -> AcsyllaSession:
-    """The services' hot-path CQL session (acsylla, see streamcrawl_runtime.cql); it connects on first use."""
+def crawl_cql_session(settings: StackSettings, keyspace: str | None = None,
+                      request_timeout_s: float = 20.0) -> AcsyllaSession:
+    """An asyncio CQL session on the crawl keyspace (``keyspace=""``: none); it connects on first use."""
     return AcsyllaSession(settings.cassandra_host_list, settings.cassandra_port,
-                          keyspace or settings.cassandra_keyspace, connect_timeout_s=5.0, request_timeout_s=20.0)
+                          settings.cassandra_keyspace if keyspace is None else keyspace,
+                          connect_timeout_s=5.0, request_timeout_s=request_timeout_s)
+
+
+def blocking_cql_session(settings: StackSettings, keyspace: str | None = None,
+                         request_timeout_s: float = 60.0) -> BlockingSession:
+    """The same session for blocking callers (provisioning, the launcher, tests): call ``close()``."""
+    return BlockingSession(crawl_cql_session(settings, keyspace, request_timeout_s))
+
+
+def crawl_state(settings: StackSettings) -> CassandraCrawlState:
+    return CassandraCrawlState(crawl_cql_session(settings))
 
 
 def minio_client(settings: StackSettings) -> Minio:
@@ -67,5 +45,20 @@ def minio_client(settings: StackSettings) -> Minio:
     )
 
 
-def kafka_common(settings: StackSettings) -> dict[str, Any]:
-    return {"bootstrap.servers": settings.kafka_bootstrap}
+def blob_store(settings: StackSettings) -> S3BlobStore:
+    return S3BlobStore(minio_client(settings), settings.s3_bucket)
+
+
+def cassandra_check(session: CqlSession) -> Check:
+    """A readiness probe: the cluster answers a read of the local node's row."""
+    async def check() -> None:
+        await session.execute("SELECT release_version FROM system.local", ())
+    return check
+
+
+def s3_check(client: Minio, bucket: str) -> Check:
+    """A readiness probe: the store answers and the bucket exists."""
+    async def check() -> None:
+        if not await asyncio.to_thread(client.bucket_exists, bucket):
+            raise RuntimeError(f"bucket {bucket} does not exist")
+    return check

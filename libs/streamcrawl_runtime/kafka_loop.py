@@ -23,17 +23,21 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from prometheus_client import Counter, Gauge, Histogram
 from pydantic import ValidationError
 from streamcrawl_contracts.messages import DeadLetter, Envelope
-from streamcrawl_contracts.topics import DEAD_LETTER, TopicSpec
+from streamcrawl_contracts.topics import DEAD_LETTER
 
-from streamcrawl_runtime.errors import is_transient
 from streamcrawl_runtime.gctune import settle_heap
+from streamcrawl_runtime.health import Readiness
+from streamcrawl_runtime.kafka_producer import host_keyed_producer
+from streamcrawl_runtime.loop_offsets import PartitionOffsets
 from streamcrawl_runtime.metrics import Children
+from streamcrawl_runtime.ports.errors import is_transient
+from streamcrawl_runtime.ports.loop import Handler, Output, Record
 
 log = logging.getLogger("streamcrawl.loop")
 
@@ -44,55 +48,6 @@ IN_FLIGHT = Gauge("streamcrawl_in_flight", "Records being handled", ["service"])
 # Per-record label lookups, done once per label values (see streamcrawl_runtime.metrics).
 _MESSAGES, _OUTPUTS = Children(MESSAGES), Children(OUTPUTS)
 _HANDLE_SECONDS, _IN_FLIGHT = Children(HANDLE_SECONDS), Children(IN_FLIGHT)
-
-
-@dataclass(frozen=True)
-class Output:
-    """A message to produce: the topic, its key (the host for host-keyed topics) and the payload."""
-
-    topic: TopicSpec
-    key: str | None
-    value: Envelope
-
-
-@dataclass(frozen=True)
-class Record:
-    topic: str
-    partition: int
-    offset: int
-    key: str | None
-    value: bytes
-    # True when the record was produced after this process was assigned its partition, so no other
-    # instance (a crashed or revoked previous owner) can have handled it before; False = maybe a replay.
-    # Lets a handler skip a replay check for new records. Unknown (no watermark, or the loop's
-    # mark_fresh is off) counts as False. A retried record is never fresh: its first attempt may have
-    # done part of the work.
-    fresh: bool = False
-
-
-class Handler(Protocol):
-    """What a service plugs into the loop. All methods may do I/O; none may block the event loop long."""
-
-    async def handle(self, record: Record, message: Envelope) -> Sequence[Output]: ...
-
-    async def on_assign(self, partitions: list[int]) -> None: ...
-
-    async def on_revoke(self, partitions: list[int]) -> None: ...
-
-    async def tick(self, now: float) -> Sequence[Output]: ...
-
-
-class StatelessHandler:
-    """Base for handlers that keep no per-partition state and do no periodic work (fetcher, parser)."""
-
-    async def on_assign(self, partitions: list[int]) -> None:
-        return None
-
-    async def on_revoke(self, partitions: list[int]) -> None:
-        return None
-
-    async def tick(self, now: float) -> Sequence[Output]:
-        return ()
 
 
 @dataclass
@@ -122,38 +77,13 @@ class LoopConfig:
     settle_heap: bool = False
 
 
-class _PartitionOffsets:
-    """Tracks which offsets of one partition are done, to commit only a contiguous completed prefix."""
-
-    def __init__(self) -> None:
-        self.pending: set[int] = set()
-        self.highest_seen = -1
-        self.committed = -1  # next offset already committed (-1: nothing yet)
-
-    def start(self, offset: int) -> None:
-        self.pending.add(offset)
-        self.highest_seen = max(self.highest_seen, offset)
-
-    def finish(self, offset: int) -> None:
-        self.pending.discard(offset)
-
-    def commit_point(self) -> int | None:
-        """The next offset to commit, or None if nothing new completed."""
-        point = min(self.pending) if self.pending else self.highest_seen + 1
-        return point if point > self.committed and point > 0 else None
-
-
 class RunLoop:
-    def __init__(self, config: LoopConfig, handler: Handler, producer: Producer | None = None) -> None:
+    def __init__(self, config: LoopConfig, handler: Handler, producer: Producer | None = None,
+                 readiness: Readiness | None = None) -> None:
         self.cfg = config
         self.handler = handler
-        self.producer = producer or Producer({
-            "bootstrap.servers": config.bootstrap,
-            "partitioner": "murmur2_random",  # Java-compatible: partition_for(host, n) in streamcrawl_core
-            "enable.idempotence": True,
-            "linger.ms": 5,
-            "compression.type": "lz4",
-        })
+        self.readiness = readiness or Readiness(need_assignment=False)
+        self.producer = producer or host_keyed_producer(config.bootstrap)
         self.consumer = Consumer({
             "bootstrap.servers": config.bootstrap,
             "group.id": config.group_id,
@@ -169,7 +99,7 @@ class RunLoop:
             "fetch.wait.max.ms": 50,
             **config.consumer_overrides,
         })
-        self._offsets: dict[tuple[str, int], _PartitionOffsets] = defaultdict(_PartitionOffsets)
+        self._offsets: dict[tuple[str, int], PartitionOffsets] = defaultdict(PartitionOffsets)
         self._fresh_from: dict[tuple[str, int], int] = {}  # (topic, partition) → log end when assigned
         self._key_chains: dict[tuple[int, str | None], deque[Record]] = {}
         self._waiting = 0  # records queued behind a key that is being handled (sum of the chains' lengths)
@@ -206,8 +136,10 @@ class RunLoop:
         if self.cfg.settle_heap:
             settle_heap()  # the handler and its adapters are built by now: freeze them with the rest
         last_commit = last_tick = last_stats = time.monotonic()
+        self.readiness.running = True
         try:
             while not self._stopping:
+                self.readiness.beat()
                 await self._apply_rebalance()
                 self._backpressure()
                 # consume() blocks the event loop while it waits; with handlers in flight (a fetch waiting
@@ -242,7 +174,12 @@ class RunLoop:
             if close is not None:  # e.g. dedup writes its final Bloom snapshots
                 await close()
         finally:
+            self.readiness.running = False
             self.consumer.close()
+
+    async def kafka_check(self) -> None:
+        """A readiness probe: the broker answers a metadata request (in a worker thread: it blocks)."""
+        await asyncio.to_thread(self.producer.list_topics, None, 2.0)
 
     # ------------------------------------------------------------------ rebalance
 
@@ -250,6 +187,7 @@ class RunLoop:
         # Eager (range) assignment: `partitions` is the whole new assignment. consumer.assignment() is
         # still empty inside this callback, which left pause/resume with nothing to act on.
         self._assigned = list(partitions)
+        self.readiness.assigned(len({p.partition for p in partitions}))
         self._pending_assign.extend(sorted({p.partition for p in partitions}))
         self._paused = False
         if self.cfg.mark_fresh:
@@ -283,6 +221,7 @@ class RunLoop:
             self._fresh_from.pop((tp.topic, tp.partition), None)
         self._pending_revoke.extend(sorted({p.partition for p in partitions}))
         self._assigned = [tp for tp in self._assigned if tp not in partitions]
+        self.readiness.assigned(len({tp.partition for tp in self._assigned}))
 
     async def _apply_rebalance(self) -> None:
         if self._pending_revoke:

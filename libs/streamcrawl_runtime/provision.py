@@ -4,7 +4,7 @@ schema from schemas/cql, and the S3 bucket. Idempotent, so it can run on every i
     python -m streamcrawl_runtime.provision
 
 Settings come from the STREAMCRAWL_* environment (StackSettings). Exits 1 with one JSON log line naming
-the engine that failed. The local stack does the same through `python stack/stackctl.py provision`.
+the engine that failed. The local stack calls the same `provision()` after it starts the engines.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from pathlib import Path
 from pydantic import Field
 from streamcrawl_schemas import migrations_dir
 
-from streamcrawl_runtime.bootstrap import (
+from streamcrawl_runtime.connect import minio_client
+from streamcrawl_runtime.logs import setup_logging
+from streamcrawl_runtime.provisioning import (
     ProvisionError,
     apply_migrations,
     ensure_bucket,
     ensure_topics,
 )
-from streamcrawl_runtime.connect import cassandra_session, minio_client
-from streamcrawl_runtime.logs import setup_logging
 from streamcrawl_runtime.settings import StackSettings
 
 log = logging.getLogger("streamcrawl.provision")
@@ -38,24 +38,20 @@ class ProvisionSettings(StackSettings):
 
 def provision(settings: ProvisionSettings) -> dict[str, object]:
     """Create missing topics, apply pending migrations, create the bucket; returns what was done.
-    Raises whatever the failing engine raised, with the engine named in the log."""
+    Raises ProvisionError whose message starts with the failing engine's name ("kafka: ...")."""
     if not any(settings.migrations_dir.glob("*.cql")):
         raise ProvisionError(f"cassandra: no NNNN_name.cql migrations in {settings.migrations_dir}")
     step = "kafka"
     try:
         topics = ensure_topics(settings.kafka_bootstrap)
         step = "cassandra"
-        session = cassandra_session(settings, connect_timeout=10.0)
-        try:
-            migrations = apply_migrations(session, settings.cassandra_keyspace, settings.cassandra_replication,
-                                          settings.migrations_dir)
-        finally:
-            session.cluster.shutdown()
+        migrations = apply_migrations(settings, settings.migrations_dir)
         step = "s3"
         bucket_created = ensure_bucket(minio_client(settings), settings.s3_bucket)
-    except Exception:
-        log.exception("provisioning failed", extra={"engine": step})
+    except ProvisionError:
         raise
+    except Exception as exc:
+        raise ProvisionError(f"{step}: {type(exc).__name__}: {str(exc)[:500]}") from exc
     return {"topics_created": topics, "migrations_applied": migrations, "bucket_created": bucket_created}
 
 
@@ -64,10 +60,8 @@ def main() -> int:
     try:
         done = provision(ProvisionSettings())
     except ProvisionError as exc:
-        log.error("provisioning failed", extra={"error": str(exc)})
+        log.error("provisioning failed", extra={"engine": str(exc).split(":", 1)[0], "error": str(exc)})
         return 1
-    except Exception:
-        return 1  # already logged with the engine and traceback
     log.info("provisioned", extra=done)
     return 0
 

@@ -1,30 +1,101 @@
-"""Small helpers shared by the service entrypoints: logging, metrics endpoint, engine adapters."""
+"""The one bootstrap of every run-loop service: settings → logging → metrics and health → adapters →
+handler → the shared Kafka run loop, until SIGTERM.
+
+A service's ``main.py`` is its settings class, a ``build`` function that wires adapters into its handler
+and returns a `Wiring`, and one call of `run_service`. ``--help`` prints what the service does and every
+environment variable it reads.
+"""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import inspect
 import logging
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
-from prometheus_client import start_http_server
+from streamcrawl_contracts.messages import Envelope
 
-from streamcrawl_runtime.blobstore import S3BlobStore
-from streamcrawl_runtime.connect import crawl_cql_session, minio_client
-from streamcrawl_runtime.crawl_state import CassandraCrawlState
+from streamcrawl_runtime.health import Check, HealthServer, Readiness
+from streamcrawl_runtime.kafka_loop import LoopConfig, RunLoop
 from streamcrawl_runtime.logs import setup_logging
-from streamcrawl_runtime.settings import StackSettings
+from streamcrawl_runtime.ports.loop import Handler
+from streamcrawl_runtime.settings import ServiceSettings, env_table
 
 log = logging.getLogger("streamcrawl.service")
 
-
-def start_service(name: str, settings: StackSettings, log_level: str = "INFO", metrics_port: int = 0) -> None:
-    setup_logging(name, log_level)
-    if metrics_port:
-        start_http_server(metrics_port, addr="127.0.0.1")
-    log.info("starting", extra={"kafka": settings.kafka_bootstrap, "cassandra": settings.cassandra_hosts})
+S = TypeVar("S", bound=ServiceSettings)
 
 
-def crawl_state(settings: StackSettings) -> CassandraCrawlState:
-    return CassandraCrawlState(crawl_cql_session(settings))
+@dataclass
+class Wiring:
+    """What a service's ``build`` returns: its handler, the topics it reads (name → payload model), run-loop
+    options (LoopConfig fields), engine probes for /readyz beside Kafka's, a hook that sees the built loop
+    (e.g. dedup's snapshot progress) and cleanup to run after the loop has drained."""
+
+    handler: Handler
+    subscriptions: dict[str, type[Envelope]]
+    loop: dict[str, Any] = field(default_factory=dict)
+    checks: dict[str, Check] = field(default_factory=dict)
+    on_loop: Callable[[RunLoop], None] | None = None
+    close: Callable[[], Awaitable[None]] | None = None
 
 
-def blob_store(settings: StackSettings) -> S3BlobStore:
-    return S3BlobStore(minio_client(settings), settings.s3_bucket)
+Build = Callable[[S], "Wiring | Awaitable[Wiring]"]
+
+
+def parse_args(service: str, description: str, settings_cls: type[ServiceSettings],
+               argv: Sequence[str] | None) -> argparse.Namespace:
+    """``--help`` lists the service's environment variables; there are no other options: a service is
+    configured through its environment only (12-factor), the same way on a laptop and in a pod."""
+    lines = [f"  {name:<44} {type_name:<8} {default}" for name, type_name, default in env_table(settings_cls)]
+    epilog = "environment variables (name, type, default):\n" + "\n".join(lines)
+    parser = argparse.ArgumentParser(prog=f"streamcrawl-{service}", description=description, epilog=epilog,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    return parser.parse_args(argv)
+
+
+def run_service(service: str, description: str, settings_cls: type[S], build: Build[S],
+                argv: Sequence[str] | None = None) -> int:
+    """Run ``service`` until SIGTERM/SIGINT; returns the process exit code."""
+    parse_args(service, description, settings_cls, sys.argv[1:] if argv is None else argv)
+    settings = settings_cls()
+    setup_logging(service, settings.log_level)
+    readiness = Readiness()
+    server: HealthServer | None = None
+    if settings.metrics_port:
+        try:
+            server = HealthServer(readiness, settings.metrics_bind, settings.metrics_port).start()
+        except OSError as exc:  # the port is taken on this machine: run without the endpoints
+            log.warning("metrics endpoint unavailable", extra={"port": settings.metrics_port, "error": str(exc)})
+    log.info("starting", extra={"kafka": settings.stack.kafka_bootstrap, "cassandra": settings.stack.cassandra_hosts,
+                                "metrics": f"{settings.metrics_bind}:{settings.metrics_port}" if server else None})
+    try:
+        asyncio.run(_serve(service, settings, build, readiness))
+    finally:
+        if server is not None:
+            server.close()
+    return 0
+
+
+async def _serve(service: str, settings: S, build: Build[S], readiness: Readiness) -> None:
+    built = build(settings)
+    wiring: Wiring = await built if inspect.isawaitable(built) else built  # type: ignore[assignment]
+    options: dict[str, Any] = {"settle_heap": True, **wiring.loop}
+    config = LoopConfig(service=service, group_id=settings.group_id, bootstrap=settings.stack.kafka_bootstrap,
+                        subscriptions=wiring.subscriptions, **options)
+    loop = RunLoop(config, wiring.handler, readiness=readiness)
+    readiness.checks = {"kafka": loop.kafka_check, **wiring.checks}
+    readiness.engines = {name: "not probed yet" for name in readiness.checks}
+    if wiring.on_loop is not None:
+        wiring.on_loop(loop)
+    watcher = asyncio.create_task(readiness.watch())
+    try:
+        await loop.run()
+    finally:
+        watcher.cancel()
+        if wiring.close is not None:
+            await wiring.close()

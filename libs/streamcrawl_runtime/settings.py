@@ -1,18 +1,33 @@
-"""Connection settings shared by every service: where Kafka, Cassandra and the S3 store are.
+"""Settings shared by the services, and the base every service's settings class extends.
 
-Each service defines one pydantic-settings class that extends `StackSettings`, builds it once in its
-entrypoint, and passes it down. Nothing below the entrypoint reads the environment.
+- `StackSettings` (prefix ``STREAMCRAWL_``): where Kafka, Cassandra and the S3 store are. One set for the
+  whole deployment, so every service reads the same variables.
+- `PolitenessSettings` (prefix ``STREAMCRAWL_``): the politeness rule, delay = max(min_delay_s,
+  delay_factor × the last fetch time, Crawl-delay capped at crawl_delay_cap_s). The frontier enforces it
+  and the fetcher spaces robots.txt redirect hops by it; one class, so the two cannot disagree.
+- `ServiceSettings`: the base of each service's own class, whose variables carry the service's name,
+  ``STREAMCRAWL_<SERVICE>_...`` (e.g. ``STREAMCRAWL_FETCHER_MAX_IN_FLIGHT``), so one environment can
+  configure every service without clashes. It holds the stack and politeness settings too.
+
+Each service builds its settings once in its entrypoint (`streamcrawl_runtime.service.run_service`) and
+passes them down. Nothing below the entrypoint reads the environment.
 """
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from streamcrawl_core.politeness import PolitenessConfig
+
+SHARED_PREFIX = "STREAMCRAWL_"
 
 
 class StackSettings(BaseSettings):
     """Engine endpoints. Defaults match the local stack started by `make stack-up` (loopback only)."""
 
-    model_config = SettingsConfigDict(env_prefix="STREAMCRAWL_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=SHARED_PREFIX, extra="ignore")
 
     kafka_bootstrap: str = "127.0.0.1:19092"
     cassandra_hosts: str = "127.0.0.1"
@@ -29,3 +44,65 @@ class StackSettings(BaseSettings):
     @property
     def cassandra_host_list(self) -> list[str]:
         return [h.strip() for h in self.cassandra_hosts.split(",") if h.strip()]
+
+
+class PolitenessSettings(BaseSettings):
+    """The politeness rule, for every service that applies it."""
+
+    model_config = SettingsConfigDict(env_prefix=SHARED_PREFIX, extra="ignore")
+
+    min_delay_s: float = Field(default=1.0, ge=0)
+    delay_factor: float = Field(default=10.0, ge=0)
+    #: A robots.txt Crawl-delay above this is capped (a hostile or mistaken value must not stall a host).
+    crawl_delay_cap_s: float = Field(default=30.0, ge=0)
+
+    def config(self) -> PolitenessConfig:
+        return PolitenessConfig(min_delay_s=self.min_delay_s, delay_factor=self.delay_factor,
+                                crawl_delay_cap_s=self.crawl_delay_cap_s)
+
+
+class ServiceSettings(BaseSettings):
+    """Fields every service has. A subclass sets ``SERVICE`` and its ``model_config`` prefix
+    ``STREAMCRAWL_<SERVICE>_`` (see `service_config`)."""
+
+    SERVICE: ClassVar[str] = ""
+    DEFAULT_METRICS_PORT: ClassVar[int] = 0
+
+    model_config = SettingsConfigDict(env_prefix=SHARED_PREFIX, extra="ignore")
+
+    group_id: str = ""  # "" → streamcrawl-<service>
+    log_level: str = "INFO"
+    #: The port of /metrics, /healthz and /readyz (0 = none). Defaults: frontier 9101, fetcher 9102,
+    #: parser 9103, dedup 9104, recrawl 9105.
+    metrics_port: int = Field(default=-1, ge=-1, le=65535)  # -1 → the service's default
+    #: 127.0.0.1 on a laptop; 0.0.0.0 in a container, so that Prometheus and the kubelet reach it.
+    metrics_bind: str = "127.0.0.1"
+    stack: StackSettings = Field(default_factory=StackSettings)
+    politeness: PolitenessSettings = Field(default_factory=PolitenessSettings)
+
+    def model_post_init(self, context: Any) -> None:
+        if not self.group_id:
+            self.group_id = f"streamcrawl-{self.SERVICE}"
+        if self.metrics_port < 0:
+            self.metrics_port = self.DEFAULT_METRICS_PORT
+
+
+def service_config(service: str) -> SettingsConfigDict:
+    """The pydantic-settings config of a service's class: its variables are STREAMCRAWL_<SERVICE>_*."""
+    return SettingsConfigDict(env_prefix=f"{SHARED_PREFIX}{service.upper()}_", extra="ignore")
+
+
+def env_table(cls: type[BaseSettings]) -> list[tuple[str, str, str]]:
+    """(environment variable, type, default) of every field of a settings class and of the settings it
+    nests, for `--help`."""
+    rows: list[tuple[str, str, str]] = []
+    prefix = str(cls.model_config.get("env_prefix", ""))
+    for name, info in cls.model_fields.items():
+        ann = info.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseSettings):
+            rows.extend(env_table(ann))
+            continue
+        default = "" if info.default_factory is not None else repr(info.default)
+        type_name = getattr(ann, "__name__", str(ann))
+        rows.append((f"{prefix}{name}".upper(), type_name, default))
+    return rows

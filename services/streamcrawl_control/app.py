@@ -18,13 +18,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from starlette.concurrency import run_in_threadpool
 from streamcrawl_contracts.messages import SeedMessage
 from streamcrawl_contracts.topics import ALL_TOPICS, SEEDS
-from streamcrawl_core.partition import host_key, partition_for
-from streamcrawl_core.urls import UrlError, host_of, normalize
-
-from streamcrawl_control.policy import InvalidHost, blocked_by, canonical_host, canonical_pattern
-from streamcrawl_control.ports import BlockEntry, ControlStore, Override, PortError, SeedSink, StatsSource
+from streamcrawl_core.blocklist import Blocklist, InvalidHost, canonical_host, canonical_pattern
+from streamcrawl_core.identity import host_identity
+from streamcrawl_core.partition import partition_for
+from streamcrawl_core.politeness import HostOverride
+from streamcrawl_core.urls import UrlError
+from streamcrawl_runtime.ports.control import BlockEntry, ControlStore, PortError, SeedSink, StatsSource
 
 log = logging.getLogger("streamcrawl.control")
 
@@ -105,7 +107,7 @@ def _blocklist_out(entries: Sequence[BlockEntry]) -> BlocklistOut:
                                   for e in entries])
 
 
-def _override_out(host: str, o: Override) -> OverrideOut:
+def _override_out(host: str, o: HostOverride) -> OverrideOut:
     return OverrideOut(host=host, min_delay_s=o.min_delay_s, delay_factor=o.delay_factor,
                        page_budget=o.page_budget, note=o.note, updated_at=o.updated_at)
 
@@ -167,11 +169,11 @@ def create_app(sink: SeedSink, store: ControlStore, stats: StatsSource, *,
               responses={422: {"model": SeedResponse, "description": "Some URLs were rejected (the rest "
                                                                     "were accepted and produced)"},
                          503: {"description": "Kafka or Cassandra unavailable; nothing was accepted"}})
-    def post_seeds(body: SeedRequest, response: Response) -> SeedResponse:
+    async def post_seeds(body: SeedRequest, response: Response) -> SeedResponse:
         """Normalize, check against the blocklist and produce each URL to the seeds topic, keyed by host."""
         if len(body.urls) > max_seeds_per_request:
             raise HTTPException(422, f"at most {max_seeds_per_request} URLs per request")
-        patterns = [e.pattern for e in store.list_blocklist()]
+        blocklist = Blocklist(e.pattern for e in await store.list_blocklist())
         accepted: list[AcceptedSeed] = []
         rejected: list[RejectedSeed] = []
         records: list[tuple[str, SeedMessage]] = []
@@ -179,8 +181,7 @@ def create_app(sink: SeedSink, store: ControlStore, stats: StatsSource, *,
         for raw in body.urls:
             echo = raw[:_ECHO_MAX]
             try:
-                url = normalize(raw)
-                host = host_key(host_of(url))
+                url, host = host_identity(raw)
             except (UrlError, ValueError) as exc:
                 reason = getattr(exc, "reason", "malformed")
                 error = str(exc)[:_ECHO_MAX]
@@ -190,7 +191,7 @@ def create_app(sink: SeedSink, store: ControlStore, stats: StatsSource, *,
                 rejected.append(RejectedSeed(url=echo, reason="duplicate", error=f"{url} appears twice"))
                 continue
             seen.add(url)
-            pattern = blocked_by(host, patterns)
+            pattern = blocklist.blocked_by(host)
             if pattern is not None:
                 error = f"host matches blocklist pattern {pattern!r}"
                 rejected.append(RejectedSeed(url=echo, reason="blocklisted", error=error))
@@ -199,7 +200,7 @@ def create_app(sink: SeedSink, store: ControlStore, stats: StatsSource, *,
             accepted.append(AcceptedSeed(url=echo, normalized=url, host=host,
                                          partition=partition_for(host, SEEDS.partitions)))
         if records:
-            sink.send(records)  # PortError -> 503, nothing reported as accepted
+            await run_in_threadpool(sink.send, records)  # PortError -> 503, nothing reported as accepted
         for r in rejected:
             metrics.seeds.labels(r.reason.split(":", 1)[0]).inc()
         metrics.seeds.labels("accepted").inc(len(accepted))
@@ -209,12 +210,12 @@ def create_app(sink: SeedSink, store: ControlStore, stats: StatsSource, *,
         return SeedResponse(accepted=accepted, rejected=rejected)
 
     @app.get("/blocklist", response_model=BlocklistOut)
-    def get_blocklist() -> BlocklistOut:
+    async def get_blocklist() -> BlocklistOut:
         """Every pattern: `.example.com` blocks example.com and its subdomains; `example.com` only itself."""
-        return _blocklist_out(store.list_blocklist())
+        return _blocklist_out(await store.list_blocklist())
 
     @app.put("/blocklist", response_model=BlocklistOut)
-    def put_blocklist(body: BlocklistPut) -> BlocklistOut:
+    async def put_blocklist(body: BlocklistPut) -> BlocklistOut:
         """Add (or re-reason) patterns. All are validated first: one bad pattern stores none (422)."""
         canonical: list[str] = []
         errors: list[dict[str, str]] = []
@@ -225,53 +226,54 @@ def create_app(sink: SeedSink, store: ControlStore, stats: StatsSource, *,
                 errors.append({"pattern": raw[:_ECHO_MAX], "error": str(exc)})
         if errors:
             raise HTTPException(422, {"invalid_patterns": errors})
-        stored = [store.put_block(p, body.reason) for p in dict.fromkeys(canonical)]
+        stored = [await store.put_block(p, body.reason) for p in dict.fromkeys(canonical)]
         log.info("blocklist put", extra={"patterns": len(stored)})
         return _blocklist_out(stored)
 
     @app.delete("/blocklist", status_code=204, responses={404: {"description": "No such pattern"}})
-    def delete_blocklist(pattern: Annotated[str, Query(min_length=1, max_length=300)]) -> Response:
+    async def delete_blocklist(pattern: Annotated[str, Query(min_length=1, max_length=300)]) -> Response:
         """Remove one pattern (?pattern=.example.com)."""
         try:
             canonical = canonical_pattern(pattern)
         except InvalidHost as exc:
             raise HTTPException(422, f"invalid pattern {pattern!r}: {exc}") from exc
-        if not store.delete_block(canonical):
+        if not await store.delete_block(canonical):
             raise HTTPException(404, f"pattern {canonical!r} is not in the blocklist")
         log.info("blocklist delete", extra={"pattern": canonical})
         return Response(status_code=204)
 
     @app.get("/hosts/{host}/override", response_model=OverrideOut,
              responses={404: {"description": "None set"}})
-    def get_override(host: str) -> OverrideOut:
+    async def get_override(host: str) -> OverrideOut:
         h = _host_or_422(host)
-        o = store.get_override(h)
+        o = await store.get_override(h)
         if o is None:
             raise HTTPException(404, f"no override for {h}")
         return _override_out(h, o)
 
     @app.put("/hosts/{host}/override", response_model=OverrideOut)
-    def put_override(host: str, body: OverrideIn) -> OverrideOut:
+    async def put_override(host: str, body: OverrideIn) -> OverrideOut:
         """Set the agreed rate for a host (replaces any previous override whole)."""
         h = _host_or_422(host)
-        o = store.put_override(h, Override(body.min_delay_s, body.delay_factor, body.page_budget, body.note))
+        o = await store.put_override(h, HostOverride(body.min_delay_s, body.delay_factor, body.page_budget,
+                                                      body.note))
         log.info("override put", extra={"host": h})
         return _override_out(h, o)
 
     @app.delete("/hosts/{host}/override", status_code=204, responses={404: {"description": "None set"}})
-    def delete_override(host: str) -> Response:
+    async def delete_override(host: str) -> Response:
         h = _host_or_422(host)
-        if not store.delete_override(h):
+        if not await store.delete_override(h):
             raise HTTPException(404, f"no override for {h}")
         log.info("override delete", extra={"host": h})
         return Response(status_code=204)
 
     @app.get("/hosts/{host}", responses={404: {"description": "Host never seen and no override"}})
-    def get_host(host: str) -> dict[str, Any]:
+    async def get_host(host: str) -> dict[str, Any]:
         """Politeness, robots and back-off state of a host (host_state), its override and its partition."""
         h = _host_or_422(host)
-        state = store.get_host_state(h)
-        override = store.get_override(h)
+        state = await store.get_host_state(h)
+        override = await store.get_override(h)
         if state is None and override is None:
             raise HTTPException(404, f"host {h} has no state and no override")
         return {
@@ -282,12 +284,12 @@ def create_app(sink: SeedSink, store: ControlStore, stats: StatsSource, *,
         }
 
     @app.get("/stats")
-    def get_stats() -> dict[str, Any]:
+    async def get_stats() -> dict[str, Any]:
         """Topic end offsets, consumer-group lag (groups `streamcrawl-*`) and cheap Cassandra counts.
         An unreachable engine is reported under `errors`; the rest is still returned."""
         out: dict[str, Any] = {"kafka": None, "cassandra": None, "errors": {}}
         try:
-            ks = stats.kafka_stats()
+            ks = await run_in_threadpool(stats.kafka_stats)
             out["kafka"] = {
                 "topics": {t.name: {"partitions": t.partitions, "end_offset": ks.end_offsets.get(t.name, 0)}
                            for t in ALL_TOPICS},
@@ -297,21 +299,30 @@ def create_app(sink: SeedSink, store: ControlStore, stats: StatsSource, *,
         except PortError as exc:
             out["errors"]["kafka"] = str(exc)
         try:
-            out["cassandra"] = store.counts()
+            out["cassandra"] = await store.counts()
         except PortError as exc:
             out["errors"]["cassandra"] = str(exc)
         return out
 
-    @app.get("/healthz", responses={503: {"description": "An engine is unreachable"}})
-    def healthz() -> JSONResponse:
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        """200 while the process serves requests (the liveness probe)."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", responses={503: {"description": "An engine is unreachable"}})
+    async def readyz() -> JSONResponse:
         """200 when Kafka and Cassandra answer, 503 otherwise, with one line per engine."""
         checks: dict[str, str] = {}
-        for name, ping in (("kafka", sink.ping), ("cassandra", store.ping)):
-            try:
-                ping()
-                checks[name] = "ok"
-            except PortError as exc:
-                checks[name] = str(exc)
+        try:
+            await run_in_threadpool(sink.ping)
+            checks["kafka"] = "ok"
+        except PortError as exc:
+            checks["kafka"] = str(exc)
+        try:
+            await store.ping()
+            checks["cassandra"] = "ok"
+        except PortError as exc:
+            checks["cassandra"] = str(exc)
         ok = all(v == "ok" for v in checks.values())
         return JSONResponse(status_code=200 if ok else 503,
                             content={"status": "ok" if ok else "unavailable", "checks": checks})

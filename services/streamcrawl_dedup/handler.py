@@ -30,7 +30,6 @@
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import logging
 import time
 from collections.abc import Collection, Sequence
@@ -46,15 +45,16 @@ from streamcrawl_contracts.messages import (
     UrlMessage,
 )
 from streamcrawl_contracts.topics import HOST_PARTITIONS, PAGE_FETCHED, URL_CANDIDATES, URLS
+from streamcrawl_core.blocklist import Blocklist
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.partition import host_key
 from streamcrawl_core.simhash import from_signed64, hamming
 from streamcrawl_core.traps import HostBudget, QueryParamTracker, TrapConfig, check_url
 from streamcrawl_core.urls import UrlError, host_of, normalize
-from streamcrawl_runtime.crawl_state import CrawlState, UrlState
-from streamcrawl_runtime.errors import PoisonMessage
-from streamcrawl_runtime.kafka_loop import Output, Record
 from streamcrawl_runtime.metrics import Children
+from streamcrawl_runtime.ports.errors import PoisonMessage
+from streamcrawl_runtime.ports.loop import Output, Record
+from streamcrawl_runtime.ports.state import DedupState, UrlState
 
 from streamcrawl_dedup.seen import SeenSet
 
@@ -70,7 +70,7 @@ _FLUSH_CONCURRENCY = 256  # host_state writes in flight at once during a budget 
 
 
 class DedupHandler:
-    def __init__(self, state: CrawlState, seen: SeenSet, traps: TrapConfig, *, simhash_distance: int = 3,
+    def __init__(self, state: DedupState, seen: SeenSet, traps: TrapConfig, *, simhash_distance: int = 3,
                  snapshot_interval_s: float = 30.0, partitions: int = HOST_PARTITIONS,
                  cycle_s: float = 86400.0, budget_flush_s: float = 5.0) -> None:
         self.state = state
@@ -91,7 +91,7 @@ class DedupHandler:
         self._budget_hosts: dict[int, set[str]] = {}  # partition → hosts whose count was read from host_state
         self._budget_dirty: dict[str, int] = {}  # host → its partition: count not yet written to host_state
         self._flush_lock = asyncio.Lock()  # one flush at a time: a later write never carries an older count
-        self.blocklist: list[str] = []
+        self.blocklist = Blocklist()
         self._last_snapshot = time.monotonic()
         self._blocklist_at = 0.0
 
@@ -162,15 +162,7 @@ class DedupHandler:
                 raise first_error
 
     def set_blocklist(self, patterns: list[str]) -> None:
-        self.blocklist = [p.lower() for p in patterns]
-
-    def _blocked(self, host: str) -> bool:
-        for pat in self.blocklist:
-            if pat.startswith(".") and (host.endswith(pat) or host == pat[1:]):
-                return True
-            if host == pat or fnmatch.fnmatchcase(host, pat):
-                return True
-        return False
+        self.blocklist = Blocklist(patterns)
 
     async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
         if isinstance(message, UrlCandidates):
@@ -185,7 +177,7 @@ class DedupHandler:
 
     async def _candidates(self, record: Record, batch: UrlCandidates) -> Sequence[Output]:
         host = batch.host
-        if self._blocked(host):
+        if host in self.blocklist:
             _URL_DECISION("blocked").inc(len(batch.urls))
             return []
         priority = 0 if batch.source_url.startswith("seed:") else min(9, 1 + batch.depth)

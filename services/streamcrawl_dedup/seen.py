@@ -15,8 +15,8 @@ import logging
 from collections.abc import Callable, Iterable
 
 from streamcrawl_core.bloom import BloomFilter
-from streamcrawl_runtime.blobstore import BlobStore
-from streamcrawl_runtime.crawl_state import CrawlState
+from streamcrawl_runtime.ports.blobs import BlobStore
+from streamcrawl_runtime.ports.state import UrlReader
 
 log = logging.getLogger("streamcrawl.dedup.seen")
 
@@ -38,7 +38,7 @@ def offset_key(part: int) -> str:
 
 
 class SeenSet:
-    def __init__(self, state: CrawlState, blobs: BlobStore, capacity: int, fp_rate: float,
+    def __init__(self, state: UrlReader, blobs: BlobStore, capacity: int, fp_rate: float,
                  replay: Replay | None = None, recent_size: int = 200_000) -> None:
         self.state = state
         self.blobs = blobs

@@ -45,9 +45,9 @@ from streamcrawl_contracts.topics import FETCH_RESULTS
 from streamcrawl_core.politeness import parse_retry_after
 from streamcrawl_core.traps import is_soft404, soft404_echoes, soft404_probe_path, soft404_signature
 from streamcrawl_core.urls import UrlError, host_of, normalize, origin_of
-from streamcrawl_runtime.blobstore import BlobStore
-from streamcrawl_runtime.crawl_state import CrawlState, LeaseRow
-from streamcrawl_runtime.kafka_loop import Output, Record, StatelessHandler
+from streamcrawl_runtime.ports.blobs import BlobStore
+from streamcrawl_runtime.ports.loop import Output, Record, StatelessHandler
+from streamcrawl_runtime.ports.state import FetcherState, LeaseMarks
 
 from streamcrawl_fetcher.dns import AddressNotAllowed, DnsError
 from streamcrawl_fetcher.fetch import HttpFetcher, HttpResponse, NetworkError
@@ -88,7 +88,7 @@ class FetchPolicy:
 
 
 class FetcherHandler(StatelessHandler):
-    def __init__(self, http: HttpFetcher, robots: RobotsCache, state: CrawlState, blobs: BlobStore,
+    def __init__(self, http: HttpFetcher, robots: RobotsCache, state: FetcherState, blobs: BlobStore,
                  policy: FetchPolicy | None = None, clock: Callable[[], float] = time.time) -> None:
         self.http = http
         self.robots = robots
@@ -102,7 +102,7 @@ class FetcherHandler(StatelessHandler):
     async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
         if not isinstance(message, FetchRequest):
             return ()
-        lease: LeaseRow | None = None
+        lease: LeaseMarks | None = None
         if not record.fresh:
             lease = await self.state.host_lease(message.host)
             if lease.fetched_lease == message.lease_id:
@@ -123,7 +123,7 @@ class FetcherHandler(StatelessHandler):
 
     # ------------------------------------------------------------------ the fetch
 
-    async def fetch(self, req: FetchRequest, maybe_replay: bool = True, lease: LeaseRow | None = None) -> FetchResult:
+    async def fetch(self, req: FetchRequest, maybe_replay: bool = True, lease: LeaseMarks | None = None) -> FetchResult:
         """Fetch under ``req``'s lease. ``maybe_replay=False`` (a request produced after this process
         took its partition: no other instance can have fetched it) skips the lease check; ``lease`` is the
         host's lease row if the caller has read it already."""

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 
 from prometheus_client import Counter
 from streamcrawl_core.robots import RobotsConfig, RobotsRules
-from streamcrawl_runtime.crawl_state import CrawlState
+from streamcrawl_runtime.ports.state import RobotsState
 
 log = logging.getLogger("streamcrawl.fetcher.robots")
 
@@ -45,7 +45,7 @@ RobotsFetch = Callable[[str], Awaitable[tuple[int | None, bytes | None]]]
 
 
 class RobotsCache:
-    def __init__(self, state: CrawlState, fetch: RobotsFetch, config: RobotsConfig,
+    def __init__(self, state: RobotsState, fetch: RobotsFetch, config: RobotsConfig,
                  max_entries: int = 100_000) -> None:
         self.state = state
         self.fetch = fetch

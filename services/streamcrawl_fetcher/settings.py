@@ -1,9 +1,12 @@
-"""Fetcher configuration: one pydantic-settings class (env prefix STREAMCRAWL_), built once in main."""
+"""Fetcher settings (STREAMCRAWL_FETCHER_*), built once in main(). The politeness rule (which also spaces
+robots.txt redirect hops) and the Crawl-delay cap are the shared `PolitenessSettings`."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field
-from streamcrawl_runtime.settings import StackSettings
+from streamcrawl_runtime.settings import ServiceSettings, service_config
 
 DEFAULT_USER_AGENT = "streamcrawl/0.1 (+https://github.com/streamcrawl/streamcrawl; crawler contact)"
 
@@ -14,12 +17,12 @@ INLINE_BODY_LIMIT = 384 * 1024
 DEFAULT_INLINE_BODY_MAX_BYTES = 256 * 1024
 
 
-class FetcherSettings(StackSettings):
-    # Service-specific names (fetcher_*) so one shared environment can configure every service.
-    fetcher_group_id: str = "streamcrawl-fetcher"
-    log_level: str = "INFO"
-    fetcher_metrics_port: int = 9102  # 0 disables the Prometheus endpoint
-    fetcher_max_in_flight: int = 200
+class FetcherSettings(ServiceSettings):
+    SERVICE: ClassVar[str] = "fetcher"
+    DEFAULT_METRICS_PORT: ClassVar[int] = 9102
+    model_config = service_config(SERVICE)
+
+    max_in_flight: int = 200
 
     user_agent: str = DEFAULT_USER_AGENT
     connect_timeout_s: float = 5.0
@@ -41,11 +44,6 @@ class FetcherSettings(StackSettings):
     # Comma-separated CIDRs the crawler may connect to; empty = any. Demos and tests use 127.0.0.0/8.
     allowed_networks: str = ""
 
-    # The politeness rule (shared names with the frontier): spaces robots.txt redirect hops.
-    min_delay_s: float = 1.0
-    delay_factor: float = 10.0
-
     robots_max_age_s: float = 86400.0
-    robots_crawl_delay_cap_s: float = 30.0
     robots_unreachable_retry_s: float = 3600.0
     robots_cache_entries: int = 100_000

@@ -32,9 +32,9 @@ from streamcrawl_core.frontier import Frontier, FrontierConfig, FrontierItem
 from streamcrawl_core.partition import host_key, partition_for
 from streamcrawl_core.politeness import HostOverride, PolitenessConfig, next_allowed_at
 from streamcrawl_core.urls import UrlError, host_of, normalize
-from streamcrawl_runtime.crawl_state import CrawlState, QueuedUrl
-from streamcrawl_runtime.errors import PoisonMessage
-from streamcrawl_runtime.kafka_loop import Output, Record
+from streamcrawl_runtime.ports.errors import PoisonMessage
+from streamcrawl_runtime.ports.loop import Output, Record
+from streamcrawl_runtime.ports.state import FrontierState, QueuedUrl
 
 log = logging.getLogger("streamcrawl.frontier")
 
@@ -76,7 +76,7 @@ LEASE_WITHOUT_PAGE = frozenset({"robots_fetched", "probe_fetched"})
 
 
 class FrontierHandler:
-    def __init__(self, state: CrawlState, politeness: PolitenessConfig, *, lease_s: float = 120.0,
+    def __init__(self, state: FrontierState, politeness: PolitenessConfig, *, lease_s: float = 120.0,
                  discovery_share: float = 0.3, dispatch_per_tick: int = 500,
                  partitions: int = HOST_PARTITIONS, max_leases: int = 1000, lookahead_s: float = 0.3,
                  margin_s: float = 0.01, max_request_s: float = 130.0) -> None:

@@ -21,9 +21,9 @@ from prometheus_client import Counter, Histogram
 from streamcrawl_contracts.messages import Envelope, FetchResult, ParsedPage
 from streamcrawl_contracts.topics import PARSED
 from streamcrawl_core.simhash import simhash, to_signed64
-from streamcrawl_runtime.blobstore import BlobStore, decode_page
-from streamcrawl_runtime.errors import PoisonMessage
-from streamcrawl_runtime.kafka_loop import Output, Record, StatelessHandler
+from streamcrawl_runtime.ports.blobs import BlobStore, decode_page
+from streamcrawl_runtime.ports.errors import PoisonMessage
+from streamcrawl_runtime.ports.loop import Output, Record, StatelessHandler
 
 from streamcrawl_parser.parse import ParseOutcome, is_html, parse_html
 

@@ -1,46 +1,28 @@
-"""Entry point `streamcrawl-parser`: settings → S3 blob store → run loop over FETCH_RESULTS."""
+"""The parser: reads each fetched body (inline or from the blob store), extracts links, text, title and
+robots meta, and fingerprints the text (SimHash) for dedup."""
 
 from __future__ import annotations
 
-import logging
-
-from prometheus_client import start_http_server
 from streamcrawl_contracts.messages import FetchResult
 from streamcrawl_contracts.topics import FETCH_RESULTS
-from streamcrawl_runtime.blobstore import S3BlobStore
-from streamcrawl_runtime.connect import minio_client
-from streamcrawl_runtime.kafka_loop import LoopConfig, run_loop
-from streamcrawl_runtime.logs import setup_logging
+from streamcrawl_runtime.connect import blob_store, s3_check
+from streamcrawl_runtime.service import Wiring, run_service
 
 from streamcrawl_parser.handler import ParserHandler
 from streamcrawl_parser.settings import ParserSettings
 
-log = logging.getLogger("streamcrawl.parser")
 
-
-def build_handler(settings: ParserSettings) -> ParserHandler:
-    blobs = S3BlobStore(minio_client(settings), settings.s3_bucket)
-    return ParserHandler(blobs, settings.max_links_per_page, settings.simhash_max_chars)
-
-
-def loop_config(settings: ParserSettings) -> LoopConfig:
-    return LoopConfig(service="parser", group_id=settings.parser_group_id,
-                      subscriptions={FETCH_RESULTS.name: FetchResult}, bootstrap=settings.kafka_bootstrap,
-                      max_in_flight=settings.parser_max_in_flight,
-                      resume_below=max(1, settings.parser_max_in_flight // 2), settle_heap=True)
+def build(settings: ParserSettings) -> Wiring:
+    blobs = blob_store(settings.stack)
+    handler = ParserHandler(blobs, settings.max_links_per_page, settings.simhash_max_chars)
+    return Wiring(handler, {FETCH_RESULTS.name: FetchResult},
+                  loop={"max_in_flight": settings.max_in_flight,
+                        "resume_below": max(1, settings.max_in_flight // 2)},
+                  checks={"s3": s3_check(blobs.client, blobs.bucket)})
 
 
 def main() -> None:
-    settings = ParserSettings()
-    setup_logging("parser", settings.log_level)
-    if settings.parser_metrics_port:
-        try:
-            start_http_server(settings.parser_metrics_port, addr="127.0.0.1")
-        except OSError as exc:  # the port is taken on this machine: run without metrics
-            log.warning("metrics endpoint unavailable",
-                        extra={"port": settings.parser_metrics_port, "error": str(exc)})
-    log.info("starting", extra={"max_links": settings.max_links_per_page})
-    run_loop(loop_config(settings), build_handler(settings))
+    raise SystemExit(run_service("parser", __doc__ or "", ParserSettings, build))
 
 
 if __name__ == "__main__":

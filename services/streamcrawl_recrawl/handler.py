@@ -20,10 +20,10 @@ from streamcrawl_contracts.messages import Envelope, FetchResult, UrlMessage
 from streamcrawl_contracts.topics import HOST_PARTITIONS, URLS
 from streamcrawl_core.partition import partition_for
 from streamcrawl_core.recrawl import RecrawlConfig, next_interval
-from streamcrawl_runtime.crawl_state import CrawlState
-from streamcrawl_runtime.errors import PoisonMessage
-from streamcrawl_runtime.kafka_loop import Output, Record
 from streamcrawl_runtime.metrics import Children
+from streamcrawl_runtime.ports.errors import PoisonMessage
+from streamcrawl_runtime.ports.loop import Output, Record
+from streamcrawl_runtime.ports.state import RecrawlState
 
 log = logging.getLogger("streamcrawl.recrawl")
 
@@ -33,7 +33,7 @@ EMITTED = Counter("streamcrawl_recrawl_emitted_total", "Due URLs sent to the fro
 
 
 class RecrawlHandler:
-    def __init__(self, state: CrawlState, config: RecrawlConfig, *, scan_interval_s: float = 5.0,
+    def __init__(self, state: RecrawlState, config: RecrawlConfig, *, scan_interval_s: float = 5.0,
                  scan_lookback_s: float = 2 * 86400.0, refresh_per_scan: int = 2000,
                  partitions: int = HOST_PARTITIONS) -> None:
         self.state = state

@@ -16,8 +16,8 @@ from confluent_kafka import Consumer
 from streamcrawl_contracts.topics import PAGE_FETCHED
 from streamcrawl_core.traps import SOFT404_PROBE_PREFIX
 from streamcrawl_launcher.crawl import Crawl, CrawlOptions
-from streamcrawl_runtime.blobstore import S3BlobStore
 from streamcrawl_runtime.connect import minio_client
+from streamcrawl_runtime.s3_blobs import S3BlobStore
 from streamcrawl_synthweb.generator import generate
 from streamcrawl_synthweb.log import LogEntry, load_log, politeness_violations, server_holds
 from streamcrawl_synthweb.model import PROFILES
@@ -32,9 +32,8 @@ TRAP_BUDGET = 50
 DUPLICATE_BUDGET = 0.01
 
 ENV = {
-    "STREAMCRAWL_HOST_PAGE_BUDGET": str(TRAP_BUDGET),
-    "STREAMCRAWL_READ_TIMEOUT_S": "5",
-    "STREAMCRAWL_LOG_LEVEL": "WARNING",
+    "STREAMCRAWL_DEDUP_HOST_PAGE_BUDGET": str(TRAP_BUDGET),
+    "STREAMCRAWL_FETCHER_READ_TIMEOUT_S": "5",
 }
 
 
@@ -62,7 +61,7 @@ def _page_fetched(stack_bootstrap: str, want: int) -> list[dict]:
 def run_crawl(workdir: Path, kill_midway: bool = False) -> tuple[Crawl, list[LogEntry], float | None]:
     """The crawl, the server's request log and, with kill_midway, when the services were killed."""
     killed_at: float | None = None
-    crawl = Crawl(CrawlOptions(workdir=workdir, hosts=HOSTS, web_seed=WEB_SEED, extra_env=ENV,
+    crawl = Crawl(CrawlOptions(workdir=workdir, hosts=HOSTS, web_seed=WEB_SEED, extra_env=ENV, log_level="WARNING",
                                synthweb_args=["--profile", "fast", "--robots-timeout", "10"]))
     crawl.start()
     try:

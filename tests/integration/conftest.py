@@ -9,10 +9,9 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from cassandra.cluster import Session
 from minio import Minio
-from streamcrawl_runtime.connect import cassandra_session, crawl_cql_session, minio_client
-from streamcrawl_runtime.cql import AcsyllaSession
+from streamcrawl_runtime.acsylla_session import AcsyllaSession, BlockingSession
+from streamcrawl_runtime.connect import blocking_cql_session, crawl_cql_session, minio_client
 from streamcrawl_runtime.settings import StackSettings
 
 
@@ -22,10 +21,11 @@ def stack() -> StackSettings:
 
 
 @pytest.fixture(scope="session")
-def cql(stack: StackSettings) -> Iterator[Session]:
-    session = cassandra_session(stack, keyspace=stack.cassandra_keyspace)
+def cql(stack: StackSettings) -> Iterator[BlockingSession]:
+    """A blocking CQL session on the crawl keyspace, for test setup and checks (the product's own client)."""
+    session = blocking_cql_session(stack)
     yield session
-    session.cluster.shutdown()
+    session.close()
 
 
 @pytest.fixture

@@ -6,9 +6,10 @@ from __future__ import annotations
 import time
 import uuid
 import warnings
+from datetime import UTC, datetime
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 with warnings.catch_warnings():
@@ -17,8 +18,9 @@ with warnings.catch_warnings():
 
 from streamcrawl_contracts.messages import SeedMessage
 from streamcrawl_contracts.topics import SEEDS
-from streamcrawl_control.adapters import CassandraControlStore, KafkaSeedSink, KafkaStatsSource
 from streamcrawl_control.app import create_app
+from streamcrawl_control.cassandra_store import CassandraControlStore
+from streamcrawl_control.kafka_adapters import KafkaSeedSink, KafkaStatsSource
 from streamcrawl_core.partition import partition_for
 
 pytestmark = pytest.mark.integration
@@ -32,8 +34,9 @@ def sink(stack):
 
 
 @pytest.fixture
-def client(stack, cql, sink):
-    app = create_app(sink, CassandraControlStore(cql), KafkaStatsSource(stack.kafka_bootstrap, timeout_s=10.0))
+def client(stack, crawl_cql, sink):
+    app = create_app(sink, CassandraControlStore(crawl_cql),
+                     KafkaStatsSource(stack.kafka_bootstrap, timeout_s=10.0))
     return TestClient(app)
 
 
@@ -77,13 +80,13 @@ def test_blocklist_round_trip_in_cassandra(client, cql, unique):
     pattern = f".blk-{unique}.example"
     r = client.put("/blocklist", json={"patterns": [pattern.upper()], "reason": "integration"})
     assert r.status_code == 200
-    row = cql.execute("SELECT pattern, reason, created_at FROM blocklist WHERE pattern = %s", (pattern,)).one()
+    row = cql.one("SELECT pattern, reason, created_at FROM blocklist WHERE pattern = ?", (pattern,))
     assert row is not None and row.reason == "integration" and row.created_at is not None
     assert pattern in [p["pattern"] for p in client.get("/blocklist").json()["patterns"]]
     r = client.post("/seeds", json={"urls": [f"http://www.blk-{unique}.example/"]})
     assert r.status_code == 422 and r.json()["rejected"][0]["reason"] == "blocklisted"
     assert client.delete("/blocklist", params={"pattern": pattern}).status_code == 204
-    assert cql.execute("SELECT pattern FROM blocklist WHERE pattern = %s", (pattern,)).one() is None
+    assert cql.one("SELECT pattern FROM blocklist WHERE pattern = ?", (pattern,)) is None
     assert client.delete("/blocklist", params={"pattern": pattern}).status_code == 404
 
 
@@ -91,42 +94,49 @@ def test_override_round_trip_in_cassandra(client, cql, unique):
     host = f"ovr-{unique}.example"
     body = {"min_delay_s": 0.5, "delay_factor": 3.0, "page_budget": 77, "note": "integration"}
     assert client.put(f"/hosts/{host}/override", json=body).status_code == 200
-    row = cql.execute("SELECT min_delay_s, delay_factor, page_budget, note FROM host_overrides WHERE host = %s",
-                      (host,)).one()
+    row = cql.one("SELECT min_delay_s, delay_factor, page_budget, note FROM host_overrides WHERE host = ?", (host,))
     assert (row.min_delay_s, row.delay_factor, row.page_budget, row.note) == (0.5, 3.0, 77, "integration")
     got = client.get(f"/hosts/{host}/override").json()
     assert {k: got[k] for k in body} == body
     assert client.get(f"/hosts/{host}").json()["override"]["page_budget"] == 77
     assert client.delete(f"/hosts/{host}/override").status_code == 204
-    assert cql.execute("SELECT host FROM host_overrides WHERE host = %s", (host,)).one() is None
+    assert cql.one("SELECT host FROM host_overrides WHERE host = ?", (host,)) is None
 
 
 def test_host_state_from_cassandra(client, cql, unique):
     host = f"state-{unique}.example"
     assert client.get(f"/hosts/{host}").status_code == 404
-    cql.execute("INSERT INTO host_state (host, robots_status, backoff_level, next_allowed_at) VALUES (%s, %s, %s, %s)",
-                (host, 200, 1, 1_900_000_000_000))
+    cql.execute("INSERT INTO host_state (host, robots_status, backoff_level, next_allowed_at) VALUES (?, ?, ?, ?)",
+                (host, 200, 1, datetime.fromtimestamp(1_900_000_000, UTC)))
     state = client.get(f"/hosts/{host}").json()["state"]
     assert state["robots_status"] == 200 and state["backoff_level"] == 1
     assert state["next_allowed_at"].startswith("2030-03-17T17:46:40")
-    cql.execute("DELETE FROM host_state WHERE host = %s", (host,))
+    cql.execute("DELETE FROM host_state WHERE host = ?", (host,))
 
 
 def test_stats_and_health_on_real_engines(stack, client, unique):
     # A committed group with the prefix shows up with its lag.
     group = f"streamcrawl-test-{uuid.uuid4().hex[:8]}"
+    producer = Producer({"bootstrap.servers": stack.kafka_bootstrap})
+    producer.produce(SEEDS.name, SeedMessage(url=f"http://lag-{unique}.example/").model_dump_json().encode(),
+                     partition=0)
+    assert producer.flush(15) == 0
     consumer = Consumer({"bootstrap.servers": stack.kafka_bootstrap, "group.id": group})
     try:
-        consumer.commit(offsets=[TopicPartition(SEEDS.name, 0, 0)], asynchronous=False)
+        # Committed one record behind the end: partition 0's lag is exactly 1 (plus whatever another
+        # producer appends meanwhile, read below).
+        end_before = consumer.get_watermark_offsets(TopicPartition(SEEDS.name, 0), timeout=10)[1]
+        consumer.commit(offsets=[TopicPartition(SEEDS.name, 0, end_before - 1)], asynchronous=False)
+        body = client.get("/stats").json()
+        end_after = consumer.get_watermark_offsets(TopicPartition(SEEDS.name, 0), timeout=10)[1]
     finally:
         consumer.close()
-    body = client.get("/stats").json()
     assert body["errors"] == {}, body["errors"]
     assert set(body["kafka"]["topics"]) >= {SEEDS.name, "page_fetched"}
     lag = body["kafka"]["consumer_groups"][group]["lag"]
-    assert SEEDS.name in lag and lag[SEEDS.name] >= 0
+    assert 1 <= lag[SEEDS.name] <= 1 + end_after - end_before
     admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})  # kept alive until the result arrives
     admin.delete_consumer_groups([group], request_timeout=10)[group].result(timeout=15)
     assert set(body["cassandra"]) == {"frontier_queue", "blocklist", "host_overrides"}
-    h = client.get("/healthz")
+    h = client.get("/readyz")
     assert h.status_code == 200 and h.json()["checks"] == {"kafka": "ok", "cassandra": "ok"}

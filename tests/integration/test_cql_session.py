@@ -8,8 +8,8 @@ import asyncio
 from datetime import UTC, datetime
 
 import pytest
-from streamcrawl_runtime.cql import AcsyllaSession
-from streamcrawl_runtime.errors import TransientError
+from streamcrawl_runtime.acsylla_session import AcsyllaSession
+from streamcrawl_runtime.ports.errors import TransientError
 
 pytestmark = pytest.mark.integration
 

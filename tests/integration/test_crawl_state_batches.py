@@ -8,21 +8,15 @@ import asyncio
 import random
 
 import pytest
-from streamcrawl_runtime.crawl_state import (
-    CassandraCrawlState,
-    DueRow,
-    HostState,
-    QueuedUrl,
-    UrlState,
-    _signed,
-    _u16_blocks,
-)
+from streamcrawl_core.neardup import block_rows, signed64
+from streamcrawl_runtime.cassandra_state import CassandraCrawlState
+from streamcrawl_runtime.ports.state import DueRow, HostState, QueuedUrl, UrlState
 
 pytestmark = pytest.mark.integration
 
 
 def _blocks(fp: int) -> list[int]:
-    return [v for _, v in _u16_blocks(fp)]
+    return [v for _, v in block_rows(fp)]
 
 
 def _fp(blocks: list[int]) -> int:
@@ -56,22 +50,22 @@ def test_simhash_candidates_one_in_read_finds_every_block_match(crawl_cql, uniqu
 
     async def scenario() -> list[tuple[int, str]]:
         for url, fp in pages.items():
-            await state.simhash_add(_signed(fp), url)
+            await state.simhash_add(signed64(fp), url)
         for fp in changed_fps:
-            await state.simhash_add(_signed(fp), changed)
-        return await state.simhash_candidates(_signed(target))
+            await state.simhash_add(signed64(fp), changed)
+        return await state.simhash_candidates(signed64(target))
 
     found = [(fp, url) for fp, url in asyncio.run(scenario()) if unique in url]
     assert len(found) == len(set(found))
-    expected = [(_signed(fp), url) for url, fp in pages.items() if not url.endswith("/unrelated")]
-    assert sorted(found) == sorted([*expected, (_signed(near ^ 1), changed)])
+    expected = [(signed64(fp), url) for url, fp in pages.items() if not url.endswith("/unrelated")]
+    assert sorted(found) == sorted([*expected, (signed64(near ^ 1), changed)])
 
 
 def test_url_row_and_simhash_rows_in_one_batch(cql, crawl_cql, unique):
     state = CassandraCrawlState(crawl_cql)
     host = f"indexed-{unique}.test"
     url = f"http://{host}/p"
-    sim = _signed(random.Random(unique).getrandbits(64))
+    sim = signed64(random.Random(unique).getrandbits(64))
     st = UrlState(host, 11, url, 2, "fetched", 200, "text/html", f"hash-{unique}", sim, f"pages/{unique}.gz",
                   etag='"e1"', fetched_at=1_700_000_000.0, fetch_count=1)
 
@@ -85,9 +79,9 @@ def test_url_row_and_simhash_rows_in_one_batch(cql, crawl_cql, unique):
             row.etag, row.fetched_at, row.fetch_count, row.canonical_url) == (
         url, 2, "fetched", 200, f"hash-{unique}", sim, f"pages/{unique}.gz", '"e1"', 1_700_000_000.0, 1, None)
     assert [p for p in found if p[1] == url] == [(sim, url)]
-    for block, value in _u16_blocks(sim):  # each of the 4 block rows, read on its own
-        rows = cql.execute("SELECT simhash FROM simhash_blocks WHERE block = %s AND value = %s AND simhash = %s"
-                           " AND url = %s", (block, value, sim, url))
+    for block, value in block_rows(sim):  # each of the 4 block rows, read on its own
+        rows = cql.execute("SELECT simhash FROM simhash_blocks WHERE block = ? AND value = ? AND simhash = ?"
+                           " AND url = ?", (block, value, sim, url))
         assert [r.simhash for r in rows] == [sim]
 
 

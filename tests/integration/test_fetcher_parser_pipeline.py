@@ -21,9 +21,10 @@ from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_fetcher.main import build_handler as build_fetcher
 from streamcrawl_fetcher.settings import FetcherSettings
 from streamcrawl_parser.handler import ParserHandler
-from streamcrawl_runtime.blobstore import S3BlobStore
-from streamcrawl_runtime.crawl_state import CassandraCrawlState
-from streamcrawl_runtime.kafka_loop import Handler, LoopConfig, Output, Record, RunLoop
+from streamcrawl_runtime.cassandra_state import CassandraCrawlState
+from streamcrawl_runtime.kafka_loop import LoopConfig, RunLoop
+from streamcrawl_runtime.ports.loop import Handler, Output, Record
+from streamcrawl_runtime.s3_blobs import S3BlobStore
 
 from tests.unit.services.fakes import Reply, ScriptedHTTP, TinyDNS
 

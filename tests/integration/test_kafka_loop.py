@@ -14,8 +14,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from streamcrawl_contracts.messages import Envelope, SeedMessage, UrlMessage
 from streamcrawl_contracts.topics import DEAD_LETTER, Key, TopicSpec
 from streamcrawl_core.partition import partition_for
-from streamcrawl_runtime.errors import TransientError
-from streamcrawl_runtime.kafka_loop import LoopConfig, Output, Record, RunLoop
+from streamcrawl_runtime.kafka_loop import LoopConfig, RunLoop
+from streamcrawl_runtime.ports.errors import TransientError
+from streamcrawl_runtime.ports.loop import Output, Record
 
 pytestmark = pytest.mark.integration
 PARTS = 4

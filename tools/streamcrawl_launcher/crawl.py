@@ -17,15 +17,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from streamcrawl_contracts.messages import SeedMessage
 from streamcrawl_contracts.topics import ALL_TOPICS, DEAD_LETTER, FETCH_RESULTS, PAGE_FETCHED, SEEDS, TopicSpec
-from streamcrawl_core.partition import host_key
-from streamcrawl_core.urls import host_of, normalize
-from streamcrawl_runtime.bootstrap import reset_crawl
-from streamcrawl_runtime.connect import cassandra_session, minio_client
+from streamcrawl_core.identity import host_identity
+from streamcrawl_runtime.connect import blocking_cql_session, minio_client
+from streamcrawl_runtime.kafka_producer import host_keyed_producer
 from streamcrawl_runtime.settings import StackSettings
+
+from streamcrawl_launcher.reset import reset_crawl
 
 SERVICES = ("frontier", "fetcher", "parser", "dedup", "recrawl")
 GROUPS = {"frontier": "streamcrawl-frontier", "fetcher": "streamcrawl-fetcher", "parser": "streamcrawl-parser",
@@ -43,6 +44,7 @@ class CrawlOptions:
     fresh: bool = True
     with_control: bool = False
     extra_env: dict[str, str] = field(default_factory=dict)
+    log_level: str | None = None  # every service's STREAMCRAWL_<SERVICE>_LOG_LEVEL (None: their default)
     synthweb_args: list[str] = field(default_factory=list)
 
 
@@ -73,16 +75,16 @@ class Crawl:
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
-        env.update({
-            "STREAMCRAWL_KAFKA_BOOTSTRAP": self.settings.kafka_bootstrap,
-            "STREAMCRAWL_CASSANDRA_HOSTS": self.settings.cassandra_hosts,
-            "STREAMCRAWL_CASSANDRA_PORT": str(self.settings.cassandra_port),
-            "STREAMCRAWL_S3_ENDPOINT": self.settings.s3_endpoint,
-            "PYTHONUNBUFFERED": "1",
-        })
+        # The launcher's own stack settings, so every service talks to the same engines.
+        env.update({f"STREAMCRAWL_{name.upper()}": str(value)
+                    for name, value in self.settings.model_dump().items()})
+        env["PYTHONUNBUFFERED"] = "1"
+        if self.opt.log_level:
+            env.update({f"STREAMCRAWL_{name.upper()}_LOG_LEVEL": self.opt.log_level for name in (*SERVICES, "control")})
         if self.opt.synthweb:
-            env.update({"STREAMCRAWL_DNS_SERVER": "127.0.0.1", "STREAMCRAWL_DNS_PORT": str(self.opt.dns_port),
-                        "STREAMCRAWL_ALLOWED_NETWORKS": "127.0.0.0/8"})
+            env.update({"STREAMCRAWL_FETCHER_DNS_SERVER": "127.0.0.1",
+                        "STREAMCRAWL_FETCHER_DNS_PORT": str(self.opt.dns_port),
+                        "STREAMCRAWL_FETCHER_ALLOWED_NETWORKS": "127.0.0.0/8"})
         env.update(self.opt.extra_env)
         return env
 
@@ -97,12 +99,12 @@ class Crawl:
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self.opt.fresh:
-            session = cassandra_session(self.settings, keyspace=self.settings.cassandra_keyspace)
+            session = blocking_cql_session(self.settings)
             try:
                 reset_crawl(self.settings.kafka_bootstrap, session, minio_client(self.settings),
                             self.settings.s3_bucket)
             finally:
-                session.cluster.shutdown()
+                session.close()
         if self.opt.synthweb:
             self._start_synthweb()
         for name in SERVICES:
@@ -156,11 +158,11 @@ class Crawl:
     # ------------------------------------------------------------------ seeds and progress
 
     def seed(self, urls: list[str], priority: int = 0) -> int:
-        prod = Producer({"bootstrap.servers": self.settings.kafka_bootstrap, "partitioner": "murmur2_random"})
+        prod = host_keyed_producer(self.settings.kafka_bootstrap)
         n = 0
         for url in urls:
             try:
-                host: str | None = host_key(host_of(normalize(url)))
+                host: str | None = host_identity(url)[1]
             except ValueError:
                 host = None  # the frontier dead-letters it with the reason
             msg = SeedMessage(url=url, priority=priority, source="launcher")
@@ -204,12 +206,12 @@ class Crawl:
 
     def queued(self) -> int:
         """URLs waiting in the frontier (Cassandra frontier_queue, one partition read per Kafka partition)."""
-        session = cassandra_session(self.settings, keyspace=self.settings.cassandra_keyspace)
+        session = blocking_cql_session(self.settings)
         try:
-            return sum(int(session.execute("SELECT COUNT(*) FROM frontier_queue WHERE part = %s", (p,)).one()[0])
+            return sum(int(session.execute("SELECT COUNT(*) FROM frontier_queue WHERE part = ?", (p,))[0][0])
                        for p in range(SEEDS.partitions))
         finally:
-            session.cluster.shutdown()
+            session.close()
 
     def wait_idle(self, idle_s: float = 20.0, timeout_s: float = 900.0, report: bool = True,
                   every_s: float = 3.0) -> Progress:

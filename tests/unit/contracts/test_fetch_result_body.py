@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 from streamcrawl_contracts.messages import DeadLetter, FetchResult
 from streamcrawl_fetcher.settings import DEFAULT_INLINE_BODY_MAX_BYTES, INLINE_BODY_LIMIT
-from streamcrawl_runtime.blobstore import decode_page, encode_page
+from streamcrawl_runtime.ports.blobs import decode_page, encode_page
 
 #: librdkafka's default message.max.bytes (the producer refuses larger records); brokers default to 1 MiB.
 KAFKA_MAX_MESSAGE = 1_000_000

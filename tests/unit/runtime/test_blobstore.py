@@ -9,8 +9,10 @@ import io
 from typing import Any
 
 import pytest
-from streamcrawl_runtime.blobstore import MemoryBlobStore, S3BlobStore, StoredPage, decode_page, encode_page, page_key
-from streamcrawl_runtime.errors import is_transient
+from streamcrawl_runtime.memory import MemoryBlobStore
+from streamcrawl_runtime.ports.blobs import StoredPage, decode_page, encode_page, page_key
+from streamcrawl_runtime.ports.errors import is_transient
+from streamcrawl_runtime.s3_blobs import S3BlobStore
 
 BODY = b"<html><body>" + b"<p>words words words</p>" * 200 + b"</body></html>"
 

@@ -6,8 +6,8 @@ become TransientError."""
 from __future__ import annotations
 
 import pytest
-from streamcrawl_runtime.cql import _AS_TRANSIENT, _TRANSIENT, _clean, _row_class
-from streamcrawl_runtime.errors import TransientError
+from streamcrawl_runtime.acsylla_session import _AS_TRANSIENT, _TRANSIENT, _clean, _row_class
+from streamcrawl_runtime.ports.errors import TransientError
 
 
 def test_column_names_become_identifiers() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from streamcrawl_runtime.crawl_state import CassandraCrawlState
+from streamcrawl_runtime.cassandra_state import CassandraCrawlState
 
 from .fake_session import FakeSession
 

@@ -8,7 +8,8 @@ import asyncio
 from types import SimpleNamespace
 
 from streamcrawl_core.simhash import to_signed64
-from streamcrawl_runtime.crawl_state import CassandraCrawlState, UrlState
+from streamcrawl_runtime.cassandra_state import CassandraCrawlState
+from streamcrawl_runtime.ports.state import UrlState
 
 from .fake_session import Batch, FakeSession
 

@@ -11,13 +11,15 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
+import asyncio
+
 from streamcrawl_contracts.messages import SeedMessage
 from streamcrawl_contracts.topics import SEEDS
-from streamcrawl_control.adapters import InMemoryControlStore, InMemorySeedSink, InMemoryStats
 from streamcrawl_control.app import create_app
-from streamcrawl_control.policy import blocked_by, canonical_pattern
-from streamcrawl_control.ports import KafkaStats
+from streamcrawl_core.blocklist import Blocklist, canonical_pattern
 from streamcrawl_core.partition import partition_for
+from streamcrawl_runtime.memory import InMemoryControlStore, InMemorySeedSink, InMemoryStats
+from streamcrawl_runtime.ports.control import KafkaStats
 
 
 @pytest.fixture
@@ -70,8 +72,8 @@ def test_seeds_mixed_returns_422_with_per_url_errors_and_still_accepts_good(clie
 
 def test_seeds_blocklisted_are_rejected(client, ports):
     sink, store, _ = ports
-    store.put_block(".bad.com", "spam")
-    store.put_block("exact.org", None)
+    asyncio.run(store.put_block(".bad.com", "spam"))
+    asyncio.run(store.put_block("exact.org", None))
     r = client.post("/seeds", json={"urls": ["http://a.bad.com/", "http://bad.com/x", "http://notbad.com/",
                                              "http://exact.org/", "http://sub.exact.org/"]})
     assert r.status_code == 422
@@ -146,13 +148,16 @@ def test_blocklist_bad_requests(client):
     assert client.delete("/blocklist", params={"pattern": "a/b"}).status_code == 422
 
 
-def test_policy_matching():
-    pats = [canonical_pattern(".Example.com"), canonical_pattern("solo.org")]
-    assert blocked_by("example.com", pats) == ".example.com"
-    assert blocked_by("a.b.example.com", pats) == ".example.com"
-    assert blocked_by("badexample.com", pats) is None
-    assert blocked_by("solo.org", pats) == "solo.org"
-    assert blocked_by("x.solo.org", pats) is None
+def test_glob_patterns_are_stored_and_block_seeds(client, ports):
+    """The control plane and dedup share streamcrawl_core.blocklist: a glob blocks seeds here exactly as it
+    blocks discovered URLs in dedup (before, the control plane had no globs and dedup did)."""
+    assert client.put("/blocklist", json={"patterns": ["*.Ads.Example.net"]}).status_code == 200
+    assert [e.pattern for e in ports[1].blocks.values()] == ["*.ads.example.net"]
+    r = client.post("/seeds", json={"urls": ["http://x.ads.example.net/", "http://example.net/"]})
+    assert r.status_code == 422
+    assert [x["reason"] for x in r.json()["rejected"]] == ["blocklisted"]
+    assert [a["host"] for a in r.json()["accepted"]] == ["example.net"]
+    assert Blocklist([canonical_pattern("*.Ads.Example.net")]).blocked_by("x.ads.example.net") == "*.ads.example.net"
 
 
 # -------------------------------------------------------------------------------- /hosts/{host}
@@ -230,7 +235,7 @@ def test_hosts_store_down_is_503(client, ports):
 
 def test_stats(client, ports):
     ports[1].frontier_queue = 17
-    ports[1].put_block(".x.com", None)
+    asyncio.run(ports[1].put_block(".x.com", None))
     body = client.get("/stats").json()
     assert body["errors"] == {}
     assert body["kafka"]["topics"][SEEDS.name] == {"partitions": SEEDS.partitions, "end_offset": 42}
@@ -251,13 +256,14 @@ def test_stats_partial_when_an_engine_is_down(client, ports):
     assert body["cassandra"] is None and "cassandra" in body["errors"] and body["kafka"] is not None
 
 
-def test_healthz(client, ports):
-    r = client.get("/healthz")
+def test_readyz_and_healthz(client, ports):
+    r = client.get("/readyz")
     assert r.status_code == 200 and r.json() == {"status": "ok", "checks": {"kafka": "ok", "cassandra": "ok"}}
     ports[1].fail = True
-    r = client.get("/healthz")
+    r = client.get("/readyz")
     assert r.status_code == 503 and r.json()["status"] == "unavailable"
     assert r.json()["checks"]["kafka"] == "ok" and "cassandra" in r.json()["checks"]["cassandra"]
+    assert client.get("/healthz").status_code == 200  # alive, only not ready
 
 
 def test_metrics_names_and_labels_never_carry_urls_or_hosts(client):
@@ -283,6 +289,7 @@ def test_two_apps_do_not_share_a_registry():
 
 def test_openapi_lists_every_endpoint(client):
     paths = client.get("/openapi.json").json()["paths"]
-    assert {"/seeds", "/blocklist", "/hosts/{host}/override", "/hosts/{host}", "/stats", "/healthz"} <= set(paths)
+    assert {"/seeds", "/blocklist", "/hosts/{host}/override", "/hosts/{host}", "/stats", "/healthz",
+            "/readyz"} <= set(paths)
     assert {"get", "put", "delete"} <= set(paths["/blocklist"]) and {"get", "put", "delete"} <= set(
         paths["/hosts/{host}/override"])

@@ -16,12 +16,11 @@ from streamcrawl_core.simhash import to_signed64
 from streamcrawl_core.traps import TrapConfig
 from streamcrawl_dedup.handler import DedupHandler
 from streamcrawl_dedup.seen import SeenSet, offset_key, snapshot_key
-from streamcrawl_runtime.blobstore import MemoryBlobStore, encode_page
-from streamcrawl_runtime.crawl_state import HostState
-from streamcrawl_runtime.errors import PoisonMessage, TransientError
-from streamcrawl_runtime.kafka_loop import Output, Record
-
-from .fakes import FakeCrawlState
+from streamcrawl_runtime.memory import MemoryBlobStore, MemoryCrawlState
+from streamcrawl_runtime.ports.blobs import encode_page
+from streamcrawl_runtime.ports.errors import PoisonMessage, TransientError
+from streamcrawl_runtime.ports.loop import Output, Record
+from streamcrawl_runtime.ports.state import HostState
 
 T0 = 1_700_000_000.0
 SIM = to_signed64(0xF0F0_1234_8000_0001)  # high bit set: stored as a negative bigint
@@ -36,9 +35,9 @@ def rec(host: str) -> Record:
 
 
 class Rig:
-    def __init__(self, state: FakeCrawlState | None = None, blobs: MemoryBlobStore | None = None,
+    def __init__(self, state: MemoryCrawlState | None = None, blobs: MemoryBlobStore | None = None,
                  budget: int = 1000, assign: bool = True) -> None:
-        self.state = state or FakeCrawlState()
+        self.state = state or MemoryCrawlState()
         self.blobs = blobs or MemoryBlobStore()
         self.seen = SeenSet(self.state, self.blobs, capacity=10_000, fp_rate=0.001)
         self.h = DedupHandler(self.state, self.seen, TrapConfig(host_page_budget=budget), partitions=8)
@@ -245,7 +244,7 @@ def test_a_block_value_matching_another_block_is_a_candidate_but_not_a_duplicate
     assert (st.status, st.canonical_url) == ("fetched", None)
 
 
-def page_writes(state: FakeCrawlState, url: str) -> list[str]:
+def page_writes(state: MemoryCrawlState, url: str) -> list[str]:
     return [c[0] for c in state.calls if url in c]
 
 
@@ -283,7 +282,7 @@ def test_a_replay_after_a_half_applied_batch_indexes_the_page() -> None:
 
 
 def test_a_failed_batch_fails_the_message_and_its_retry_records_the_page() -> None:
-    class Failing(FakeCrawlState):
+    class Failing(MemoryCrawlState):
         fail = 1
 
         async def url_put_fetch_and_simhash(self, st: Any) -> None:
@@ -409,7 +408,7 @@ def test_fetched_result_carrying_its_body_is_ignored_like_any_fetched_result() -
 # ------------------------------------------------------------------ Bloom snapshots
 
 def test_bloom_snapshot_round_trip_through_revoke_and_assign() -> None:
-    state, blobs = FakeCrawlState(), MemoryBlobStore()
+    state, blobs = MemoryCrawlState(), MemoryBlobStore()
     first = Rig(state, blobs)
     urls = [f"http://a.test/{i}" for i in range(50)]
     for u in urls:
@@ -418,7 +417,7 @@ def test_bloom_snapshot_round_trip_through_revoke_and_assign() -> None:
     first.run(first.h.on_revoke([part]))
     assert snapshot_key(part) in blobs.objects and part not in first.seen.blooms
     # A new instance with an empty exact store: only the restored filter can know these URLs.
-    second = Rig(FakeCrawlState(), blobs, assign=False)
+    second = Rig(MemoryCrawlState(), blobs, assign=False)
     second.run(second.h.on_assign([part]))
     bloom = second.seen.blooms[part]
     assert all(url_fingerprint(u) in bloom for u in urls)
@@ -444,7 +443,7 @@ def test_restore_replays_candidates_after_the_snapshot_offset() -> None:
     so the restored filter re-admits none of them (the exact store is empty here on purpose)."""
     blobs = MemoryBlobStore()
     part = partition_for("a.test", 8)
-    first = Rig(FakeCrawlState(), blobs)
+    first = Rig(MemoryCrawlState(), blobs)
     first.seen.progress = lambda p: 10  # candidates below offset 10 were handled
     for i in range(5):
         first.cand(f"http://a.test/{i}")
@@ -457,7 +456,7 @@ def test_restore_replays_candidates_after_the_snapshot_offset() -> None:
         calls.append((p, start))
         return later, 13
 
-    second = Rig(FakeCrawlState(), blobs, assign=False)
+    second = Rig(MemoryCrawlState(), blobs, assign=False)
     second.seen.replay = replay
     second.run(second.h.on_assign([part]))
     assert calls == [(part, 10)]
@@ -482,10 +481,10 @@ def test_replayed_candidate_event_is_emitted_again_but_a_new_event_is_seen() -> 
 
 
 def test_control_plane_page_budget_override() -> None:
-    from streamcrawl_runtime.crawl_state import HostOverrideRow
+    from streamcrawl_core.politeness import HostOverride
 
     rig = Rig(budget=100)
-    rig.state.overrides["a.test"] = HostOverrideRow(None, None, page_budget=1)
+    rig.state.overrides["a.test"] = HostOverride(None, None, page_budget=1)
     rig.run(rig.h.tick(T0))  # picks up the blocklist and the overrides
     assert len(rig.cand("http://a.test/1")) == 1
     assert rig.cand("http://a.test/2") == []  # over the agreed budget of 1
@@ -511,7 +510,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return now
 
 
-def budget_writes(state: FakeCrawlState) -> list[tuple[Any, ...]]:
+def budget_writes(state: MemoryCrawlState) -> list[tuple[Any, ...]]:
     return [c[1:] for c in state.calls if c[0] == "host_put_budget"]
 
 
@@ -521,7 +520,7 @@ def admit(rig: Rig, host: str, names: Sequence[str]) -> list[bool]:
 
 def test_budget_survives_a_restart(clock: list[float]) -> None:
     """kill -9 after a tick: a new process on the same host_state carries on from the stored count."""
-    state = FakeCrawlState()
+    state = MemoryCrawlState()
     first = Rig(state, budget=3)
     assert admit(first, "a.test", ["1", "2"]) == [True, True]
     first.run(first.h.tick(T0))  # the write-behind flush; no close(): the process dies here
@@ -533,7 +532,7 @@ def test_budget_survives_a_restart(clock: list[float]) -> None:
 
 
 def test_a_count_of_an_older_cycle_does_not_carry_over(clock: list[float]) -> None:
-    state = FakeCrawlState()
+    state = MemoryCrawlState()
     state.hosts["full.test"] = HostState("full.test", urls_this_cycle=2, cycle=CYCLE)
     state.hosts["old.test"] = HostState("old.test", urls_this_cycle=2, cycle=CYCLE - 1)
     state.hosts["never.test"] = HostState("never.test", urls_this_cycle=2)  # no cycle: never counted by dedup
@@ -546,7 +545,7 @@ def test_a_count_of_an_older_cycle_does_not_carry_over(clock: list[float]) -> No
 
 
 def test_a_new_cycle_in_a_running_process_starts_from_zero_and_is_stored_as_such(clock: list[float]) -> None:
-    state = FakeCrawlState()
+    state = MemoryCrawlState()
     rig = Rig(state, budget=2)
     assert admit(rig, "a.test", ["1", "2", "3"]) == [True, True, False]
     rig.run(rig.h.tick(T0))
@@ -558,7 +557,7 @@ def test_a_new_cycle_in_a_running_process_starts_from_zero_and_is_stored_as_such
 
 
 def test_dirty_counts_are_written_on_tick_not_per_url(clock: list[float]) -> None:
-    state = FakeCrawlState()
+    state = MemoryCrawlState()
     rig = Rig(state)
     admit(rig, "a.test", ["1", "2", "3"])
     admit(rig, "b.test", ["1"])
@@ -576,7 +575,7 @@ def test_dirty_counts_are_written_on_tick_not_per_url(clock: list[float]) -> Non
 
 
 def test_one_host_state_read_per_host(clock: list[float]) -> None:
-    state = FakeCrawlState()
+    state = MemoryCrawlState()
     rig = Rig(state)
     for i in range(5):
         admit(rig, "a.test", [str(i)])
@@ -586,7 +585,7 @@ def test_one_host_state_read_per_host(clock: list[float]) -> None:
 
 
 def test_a_failed_flush_keeps_the_count_dirty(clock: list[float]) -> None:
-    state = FakeCrawlState()
+    state = MemoryCrawlState()
     rig = Rig(state)
     admit(rig, "a.test", ["1"])
     real = state.host_put_budget
@@ -603,7 +602,7 @@ def test_a_failed_flush_keeps_the_count_dirty(clock: list[float]) -> None:
 
 
 def test_revoke_flushes_the_revoked_partitions_and_forgets_their_hosts(clock: list[float]) -> None:
-    state = FakeCrawlState()
+    state = MemoryCrawlState()
     rig = Rig(state, budget=3)
     pa, pb = partition_for("a.test", 8), partition_for("c.test", 8)
     assert pa != pb
@@ -622,18 +621,18 @@ def test_revoke_flushes_the_revoked_partitions_and_forgets_their_hosts(clock: li
 
 
 def test_stored_count_counts_against_a_control_plane_budget(clock: list[float]) -> None:
-    from streamcrawl_runtime.crawl_state import HostOverrideRow
+    from streamcrawl_core.politeness import HostOverride
 
-    state = FakeCrawlState()
+    state = MemoryCrawlState()
     state.hosts["a.test"] = HostState("a.test", urls_this_cycle=3, cycle=CYCLE)
-    state.overrides["a.test"] = HostOverrideRow(None, None, page_budget=5)
+    state.overrides["a.test"] = HostOverride(None, None, page_budget=5)
     rig = Rig(state, budget=2)
     rig.run(rig.h.tick(T0))
     assert admit(rig, "a.test", ["1", "2", "3"]) == [True, True, False]
 
 
 def test_cycle_must_fit_the_int_column() -> None:
-    state = FakeCrawlState()
+    state = MemoryCrawlState()
     seen = SeenSet(state, MemoryBlobStore(), capacity=100, fp_rate=0.01)
     with pytest.raises(ValueError, match="cycle_s"):
         DedupHandler(state, seen, TrapConfig(), cycle_s=0.5)

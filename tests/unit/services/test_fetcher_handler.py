@@ -31,12 +31,13 @@ from streamcrawl_fetcher.settings import (
     FetcherSettings,
 )
 from streamcrawl_parser.handler import ParserHandler
-from streamcrawl_runtime.blobstore import MemoryBlobStore, StoredPage, decode_page, encode_page
-from streamcrawl_runtime.crawl_state import HostState, LeaseRow, UrlState
-from streamcrawl_runtime.errors import TransientError
-from streamcrawl_runtime.kafka_loop import Output, Record
+from streamcrawl_runtime.memory import MemoryBlobStore, MemoryCrawlState
+from streamcrawl_runtime.ports.blobs import StoredPage, decode_page, encode_page
+from streamcrawl_runtime.ports.errors import TransientError
+from streamcrawl_runtime.ports.loop import Output, Record
+from streamcrawl_runtime.ports.state import HostState, LeaseMarks, UrlState
 
-from .fakes import FakeCrawlState, Reply, ScriptedHTTP, TinyDNS
+from .fakes import Reply, ScriptedHTTP, TinyDNS
 
 HOST = "site.test"
 
@@ -61,7 +62,7 @@ class Rig:
                  read_timeout: float = 5.0, blobs: object | None = None,
                  inline_max: int = DEFAULT_INLINE_BODY_MAX_BYTES) -> None:
         self.web = web
-        self.state = FakeCrawlState()
+        self.state = MemoryCrawlState()
         self.blobs = blobs or MemoryBlobStore()
         self.resolver = Resolver("127.0.0.1", dns_port, 1.0, parse_networks("127.0.0.0/8"))
         self.client = make_client(16)
@@ -432,16 +433,16 @@ def test_parser_reads_the_store_only_for_a_body_over_the_cap(dns_server: TinyDNS
 
 
 def test_inline_cap_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("STREAMCRAWL_INLINE_BODY_MAX_BYTES", raising=False)
+    monkeypatch.delenv("STREAMCRAWL_FETCHER_INLINE_BODY_MAX_BYTES", raising=False)
     assert FetcherSettings().inline_body_max_bytes == DEFAULT_INLINE_BODY_MAX_BYTES == 256 * 1024
-    monkeypatch.setenv("STREAMCRAWL_INLINE_BODY_MAX_BYTES", "0")
+    monkeypatch.setenv("STREAMCRAWL_FETCHER_INLINE_BODY_MAX_BYTES", "0")
     settings = FetcherSettings()
     assert settings.inline_body_max_bytes == 0
-    handler = build_handler(settings, state=FakeCrawlState(), blobs=MemoryBlobStore())  # type: ignore[arg-type]
+    handler = build_handler(settings, state=MemoryCrawlState(), blobs=MemoryBlobStore())  # type: ignore[arg-type]
     assert handler.policy.inline_body_max_bytes == 0
     asyncio.run(handler.http.client.aclose())
     for bad in (str(INLINE_BODY_LIMIT + 1), "-1"):
-        monkeypatch.setenv("STREAMCRAWL_INLINE_BODY_MAX_BYTES", bad)
+        monkeypatch.setenv("STREAMCRAWL_FETCHER_INLINE_BODY_MAX_BYTES", bad)
         with pytest.raises(ValidationError):
             FetcherSettings()
 
@@ -502,8 +503,8 @@ def test_replayed_request_with_a_superseded_lease_is_not_fetched(rig: Rig) -> No
     assert first.outcome == "fetched"
     before = len(rig.web.pages())
 
-    async def superseded(host: str) -> LeaseRow:
-        return LeaseRow("L2", "L2")  # the frontier has leased the host again since (and L2 was fetched)
+    async def superseded(host: str) -> LeaseMarks:
+        return LeaseMarks("L2", "L2")  # the frontier has leased the host again since (and L2 was fetched)
 
     rig.state.host_lease = superseded  # type: ignore[method-assign]
 
@@ -640,9 +641,9 @@ def test_fresh_request_skips_the_lease_read(rig: Rig) -> None:
     rig.run(rig.request("/x"))  # robots.txt and the soft-404 probe are done; the host is ready
     reads: list[str] = []
 
-    async def lease(host: str) -> LeaseRow:
+    async def lease(host: str) -> LeaseMarks:
         reads.append(host)
-        return LeaseRow(None, None)  # would fence any request
+        return LeaseMarks(None, None)  # would fence any request
 
     rig.state.host_lease = lease  # type: ignore[method-assign]
 

@@ -18,12 +18,11 @@ from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.partition import partition_for
 from streamcrawl_core.politeness import PolitenessConfig
 from streamcrawl_frontier.handler import MAX_ATTEMPTS, FrontierHandler
-from streamcrawl_runtime.blobstore import encode_page
-from streamcrawl_runtime.crawl_state import HostState, QueuedUrl
-from streamcrawl_runtime.errors import PoisonMessage, TransientError
-from streamcrawl_runtime.kafka_loop import Output, Record
-
-from .fakes import FakeCrawlState
+from streamcrawl_runtime.memory import MemoryCrawlState
+from streamcrawl_runtime.ports.blobs import encode_page
+from streamcrawl_runtime.ports.errors import PoisonMessage, TransientError
+from streamcrawl_runtime.ports.loop import Output, Record
+from streamcrawl_runtime.ports.state import HostState, QueuedUrl
 
 T0 = 1_700_000_000.0
 LEASE_S = 60.0
@@ -55,10 +54,10 @@ def rec(host: str | None, partition: int | None = None) -> Record:
 
 
 class Rig:
-    def __init__(self, clock: Clock, state: FakeCrawlState | None = None, assign: bool = True,
+    def __init__(self, clock: Clock, state: MemoryCrawlState | None = None, assign: bool = True,
                  lookahead_s: float = 0.0, margin_s: float = 0.0) -> None:
         self.clock = clock
-        self.state = state or FakeCrawlState()
+        self.state = state or MemoryCrawlState()
         # No lookahead by default: the timer tests read exact dispatch times (lookahead has its own tests).
         self.h = FrontierHandler(self.state, PolitenessConfig(jitter=0.0), lease_s=LEASE_S, partitions=8,
                                  lookahead_s=lookahead_s, margin_s=margin_s)
@@ -413,7 +412,7 @@ def test_stale_interrupted_result_does_not_touch_a_live_lease(clock: Clock) -> N
 
 # ------------------------------------------------------------------ rebalance
 
-def _persisted(state: FakeCrawlState, url: str, depth: int = 0, priority: int = 5) -> None:
+def _persisted(state: MemoryCrawlState, url: str, depth: int = 0, priority: int = 5) -> None:
     host = url.split("/")[2]
     fp = url_fingerprint(url)
     state.queue[(part(host), host, fp)] = QueuedUrl(part(host), host, fp, url, priority, "discovery", 0.0, depth,
@@ -421,7 +420,7 @@ def _persisted(state: FakeCrawlState, url: str, depth: int = 0, priority: int = 
 
 
 def test_on_assign_rebuilds_queue_and_keeps_live_lease_blocked(clock: Clock) -> None:
-    state = FakeCrawlState()
+    state = MemoryCrawlState()
     _persisted(state, "http://a.test/1", depth=4)
     _persisted(state, "http://b.test/1")
     _persisted(state, "http://c.test/1")
@@ -438,7 +437,7 @@ def test_on_assign_rebuilds_queue_and_keeps_live_lease_blocked(clock: Clock) -> 
 
 
 def test_stale_result_after_rebuild_does_not_free_a_live_persisted_lease(clock: Clock) -> None:
-    state = FakeCrawlState()
+    state = MemoryCrawlState()
     _persisted(state, "http://a.test/1")
     state.hosts[A] = HostState(A, lease_id="L1", lease_url="http://a.test/1", lease_expires_at=T0 + 50)
     rig = Rig(clock, state)
@@ -448,9 +447,9 @@ def test_stale_result_after_rebuild_does_not_free_a_live_persisted_lease(clock: 
     assert rig.tick(T0 + 10) == []
 
 
-def _rebuilt_with_live_lease(clock: Clock, url: str = "http://a.test/1") -> tuple[Rig, FakeCrawlState, FetchRequest]:
+def _rebuilt_with_live_lease(clock: Clock, url: str = "http://a.test/1") -> tuple[Rig, MemoryCrawlState, FetchRequest]:
     """A frontier rebuilt after a crash: `url` is queued and its pre-crash lease L1 is still live."""
-    state = FakeCrawlState()
+    state = MemoryCrawlState()
     _persisted(state, url)
     state.hosts[A] = HostState(A, lease_id="L1", lease_url=url, lease_expires_at=T0 + 50)
     rig = Rig(clock, state)
@@ -478,10 +477,10 @@ def test_replayed_discovery_of_a_finished_url_leaves_no_durable_row(clock: Clock
     assert rig.h.stats()["queued"] == 0
 
 
-def _live_lease_on_2_and_stale_request_for_1(clock: Clock) -> tuple[Rig, FakeCrawlState, FetchRequest]:
+def _live_lease_on_2_and_stale_request_for_1(clock: Clock) -> tuple[Rig, MemoryCrawlState, FetchRequest]:
     """Rebuilt after a crash: /1 and /2 queued, lease L2 (for /2) live, and a request for /1 under L0, a
     lease from before the crash."""
-    state = FakeCrawlState()
+    state = MemoryCrawlState()
     _persisted(state, "http://a.test/1")
     _persisted(state, "http://a.test/2")
     state.hosts[A] = HostState(A, lease_id="L2", lease_url="http://a.test/2", lease_expires_at=T0 + 50)
@@ -597,10 +596,10 @@ def test_revoked_partition_leases_are_not_expired_by_this_instance(clock: Clock)
 
 def test_control_plane_override_sets_the_host_rate(clock: Clock) -> None:
     """An agreed slower rate (min delay 5 s) from host_overrides spaces that host's fetches; others keep 1 s."""
-    from streamcrawl_runtime.crawl_state import HostOverrideRow
+    from streamcrawl_core.politeness import HostOverride
 
-    state = FakeCrawlState()
-    state.overrides[A] = HostOverrideRow(min_delay_s=5.0, delay_factor=None, page_budget=None)
+    state = MemoryCrawlState()
+    state.overrides[A] = HostOverride(min_delay_s=5.0, delay_factor=None, page_budget=None)
     rig = Rig(clock, state)
     for u in ("http://a.test/1", "http://a.test/2", "http://b.test/1", "http://b.test/2"):
         rig.url(u)
@@ -614,7 +613,7 @@ def test_control_plane_override_sets_the_host_rate(clock: Clock) -> None:
 
 
 def test_outstanding_leases_are_capped(clock: Clock) -> None:
-    state = FakeCrawlState()
+    state = MemoryCrawlState()
     rig = Rig(clock, state)
     rig.h.max_leases = 1
     rig.url("http://a.test/1")
@@ -670,7 +669,7 @@ def test_a_result_that_keeps_the_url_writes_only_politeness(clock: Clock, outcom
 
 
 def test_a_failed_politeness_and_finish_request_is_repaired_by_the_retry(clock: Clock) -> None:
-    class Failing(FakeCrawlState):
+    class Failing(MemoryCrawlState):
         fail = 1
 
         async def host_politeness_and_finish(self, *args: Any) -> None:

@@ -12,9 +12,11 @@ from streamcrawl_contracts.topics import DEAD_LETTER, FETCH_RESULTS, PARSED
 from streamcrawl_core.simhash import from_signed64, simhash
 from streamcrawl_parser.handler import ParserHandler
 from streamcrawl_runtime import kafka_loop
-from streamcrawl_runtime.blobstore import MemoryBlobStore, encode_page
-from streamcrawl_runtime.errors import PoisonMessage, TransientError, is_transient
-from streamcrawl_runtime.kafka_loop import LoopConfig, Record, RunLoop
+from streamcrawl_runtime.kafka_loop import LoopConfig, RunLoop
+from streamcrawl_runtime.memory import MemoryBlobStore
+from streamcrawl_runtime.ports.blobs import encode_page
+from streamcrawl_runtime.ports.errors import PoisonMessage, TransientError, is_transient
+from streamcrawl_runtime.ports.loop import Record
 
 URL = "http://site.test/p"
 REC = Record("t", 0, 0, "site.test", b"")

@@ -13,11 +13,10 @@ from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.partition import partition_for
 from streamcrawl_core.recrawl import RecrawlConfig
 from streamcrawl_recrawl.handler import RecrawlHandler
-from streamcrawl_runtime.blobstore import encode_page
-from streamcrawl_runtime.errors import PoisonMessage, TransientError
-from streamcrawl_runtime.kafka_loop import Record
-
-from .fakes import FakeCrawlState
+from streamcrawl_runtime.memory import MemoryCrawlState
+from streamcrawl_runtime.ports.blobs import encode_page
+from streamcrawl_runtime.ports.errors import PoisonMessage, TransientError
+from streamcrawl_runtime.ports.loop import Record
 
 T0 = 1_700_000_000.0
 H = 3600.0
@@ -33,7 +32,7 @@ def host_of(url: str) -> str:
 
 class Rig:
     def __init__(self, refresh_per_scan: int = 2000, owned: tuple[int, ...] = tuple(range(8))) -> None:
-        self.state = FakeCrawlState()
+        self.state = MemoryCrawlState()
         self.h = RecrawlHandler(self.state, CFG, scan_interval_s=5.0, scan_lookback_s=2 * DAY,
                                 refresh_per_scan=refresh_per_scan, partitions=8)
         self.run(self.h.on_assign(list(owned)))
@@ -182,7 +181,7 @@ def test_a_due_row_that_landed_without_its_schedule_is_filed_again_by_the_replay
 
 
 def test_a_failed_schedule_request_fails_the_message_and_its_retry_files_the_visit() -> None:
-    class Failing(FakeCrawlState):
+    class Failing(MemoryCrawlState):
         fail = 1
 
         async def url_put_schedule_and_due(self, *args: Any) -> None:

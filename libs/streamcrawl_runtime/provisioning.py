@@ -1,22 +1,25 @@
 """Idempotent provisioning of the engines: Kafka topics from the registry, the Cassandra schema from the
-ordered CQL migrations in schemas/cql, and the S3 bucket. Safe to run on every start."""
+ordered CQL migrations in schemas/cql (through acsylla, like every Cassandra user of the product), and
+the S3 bucket. Safe to run on every start."""
 
 from __future__ import annotations
 
 import hashlib
 import re
-import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from minio import Minio
 from streamcrawl_contracts.topics import ALL_TOPICS, TopicSpec
+from streamcrawl_schemas import migrations_dir
 
-#: schemas/cql, found relative to this file in a source checkout (the repo layout is libs/ + schemas/).
-DEFAULT_MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "schemas" / "cql"
+from streamcrawl_runtime.acsylla_session import BlockingSession
+from streamcrawl_runtime.connect import blocking_cql_session
+from streamcrawl_runtime.settings import StackSettings
+
 
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.cql$")
 
@@ -63,8 +66,10 @@ class Migration:
     checksum: str
 
 
-def load_migrations(directory: Path = DEFAULT_MIGRATIONS_DIR) -> list[Migration]:
-    """Read NNNN_name.cql files in version order; statements are split on ';' at line ends."""
+def load_migrations(directory: Path | None = None) -> list[Migration]:
+    """Read NNNN_name.cql files (of the installed package or the checkout, by default) in version order;
+    statements are split on ';' at line ends."""
+    directory = directory or migrations_dir()
     out: list[Migration] = []
     for path in sorted(directory.glob("*.cql")):
         m = _MIGRATION_NAME.match(path.name)
@@ -80,12 +85,25 @@ def load_migrations(directory: Path = DEFAULT_MIGRATIONS_DIR) -> list[Migration]
     return out
 
 
-def apply_migrations(session: Any, keyspace: str, replication: str,
-                     directory: Path = DEFAULT_MIGRATIONS_DIR) -> list[str]:
+def apply_migrations(settings: StackSettings, directory: Path | None = None) -> list[str]:
     """Create the keyspace and apply each migration not yet recorded in schema_migrations.
     Re-running is a no-op; an applied migration whose file changed is an error."""
-    session.execute(f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {replication}")
-    session.set_keyspace(keyspace)
+    keyspace = settings.cassandra_keyspace
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,47}", keyspace):
+        raise ProvisionError(f"cassandra: keyspace name {keyspace!r} is not a valid CQL identifier")
+    admin = blocking_cql_session(settings, keyspace="")
+    try:
+        admin.execute(f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {settings.cassandra_replication}")
+    finally:
+        admin.close()
+    session = blocking_cql_session(settings)
+    try:
+        return _apply(session, directory)
+    finally:
+        session.close()
+
+
+def _apply(session: BlockingSession, directory: Path | None) -> list[str]:
     session.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
         " version int PRIMARY KEY, name text, checksum text, applied_at timestamp)"
@@ -100,10 +118,10 @@ def apply_migrations(session: Any, keyspace: str, replication: str,
                 )
             continue
         for stmt in mig.statements:
-            session.execute(stmt, timeout=60)
+            session.execute(stmt)
         session.execute(
-            "INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (%s, %s, %s, %s)",
-            (mig.version, mig.name, mig.checksum, int(time.time() * 1000)),
+            "INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (?, ?, ?, ?)",
+            (mig.version, mig.name, mig.checksum, datetime.now(UTC)),
         )
         done.append(mig.name)
     return done
@@ -115,55 +133,3 @@ def ensure_bucket(client: Minio, bucket: str) -> bool:
         return False
     client.make_bucket(bucket)
     return True
-
-
-CRAWL_TABLES = ("url_state", "host_state", "frontier_queue", "due_index", "content_index", "simhash_blocks")
-
-
-def reset_crawl(bootstrap: str, session: Any, client: Minio, bucket: str, timeout_s: float = 60.0) -> None:
-    """Start a crawl from nothing: recreate every topic, drop the streamcrawl-* consumer groups, truncate the
-    crawl tables and remove the Bloom snapshots. Used by `make run` (bundled web) and the e2e tests, never
-    by the services. The control-plane tables (blocklist, host_overrides) are kept."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    # A member of a process that was just killed stays in its group until the session times out
-    # (10 s in the run loop), so a non-empty group is retried for a while before it is an error.
-    deadline = time.time() + 45
-    while True:
-        groups = [g.group_id for g in admin.list_consumer_groups().result(timeout_s).valid
-                  if g.group_id.startswith("streamcrawl-")]
-        busy: list[str] = []
-        for group, fut in (admin.delete_consumer_groups(groups, request_timeout=timeout_s).items() if groups else ()):
-            try:
-                fut.result(timeout_s)
-            except KafkaException as exc:
-                if "NON_EMPTY_GROUP" not in str(exc) and "GROUP_ID_NOT_FOUND" not in str(exc):
-                    raise ProvisionError(f"kafka: cannot delete consumer group {group}: {exc}") from exc
-                if "NON_EMPTY_GROUP" in str(exc):
-                    busy.append(group)
-        if not busy:
-            break
-        if time.time() > deadline:
-            raise ProvisionError(f"kafka: consumer groups still have members (services still running?): {busy}")
-        time.sleep(1.0)
-    names = [t.name for t in ALL_TOPICS]
-    existing = set(admin.list_topics(timeout=timeout_s).topics)
-    doomed = [n for n in names if n in existing]
-    if doomed:
-        for fut in admin.delete_topics(doomed, operation_timeout=timeout_s).values():
-            fut.result(timeout_s)
-        deadline = time.time() + timeout_s
-        while time.time() < deadline and set(doomed) & set(admin.list_topics(timeout=timeout_s).topics):
-            time.sleep(0.2)
-    for attempt in range(50):  # the broker may still be finishing the deletes
-        try:
-            ensure_topics(bootstrap)
-            break
-        except (ProvisionError, KafkaException):
-            if attempt == 49:
-                raise
-            time.sleep(0.3)
-    for table in CRAWL_TABLES:
-        session.execute(f"TRUNCATE {table}", timeout=120)
-    for obj in client.list_objects(bucket, prefix="bloom/", recursive=True):
-        if obj.object_name:
-            client.remove_object(bucket, obj.object_name)

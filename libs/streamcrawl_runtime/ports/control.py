@@ -1,5 +1,6 @@
-"""Ports of the control plane: the small interfaces the HTTP layer talks to, and the plain data they
-exchange. `adapters.py` implements them on Kafka and Cassandra, and in memory for unit tests."""
+"""Ports of the control plane: the small interfaces its HTTP layer talks to, and the plain data they
+exchange. The Kafka and Cassandra adapters are in the control service; the in-memory ones (tests, and
+the control plane's test mode) in `streamcrawl_runtime.memory`."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from streamcrawl_contracts.messages import SeedMessage
+from streamcrawl_core.politeness import HostOverride
 
 
 class PortError(RuntimeError):
@@ -23,17 +25,6 @@ class BlockEntry:
 
 
 @dataclass(frozen=True)
-class Override:
-    """A per-host politeness override; None fields keep the global value."""
-
-    min_delay_s: float | None = None
-    delay_factor: float | None = None
-    page_budget: int | None = None
-    note: str | None = None
-    updated_at: datetime | None = None
-
-
-@dataclass(frozen=True)
 class KafkaStats:
     #: topic name -> sum over partitions of the end (high watermark) offset
     end_offsets: dict[str, int] = field(default_factory=dict)
@@ -42,7 +33,7 @@ class KafkaStats:
 
 
 class SeedSink(Protocol):
-    """Where accepted seeds go (the SEEDS topic)."""
+    """Where accepted seeds go (the SEEDS topic). Blocking: the API calls it from a worker thread."""
 
     def send(self, records: Sequence[tuple[str, SeedMessage]]) -> None:
         """Produce (key, message) pairs and wait until all are acknowledged; PortError otherwise."""
@@ -54,34 +45,34 @@ class SeedSink(Protocol):
 
 
 class ControlStore(Protocol):
-    """Blocklist, host overrides and host state (Cassandra)."""
+    """Blocklist, host overrides and host state (Cassandra). Async: it runs on the API's event loop."""
 
-    def list_blocklist(self) -> list[BlockEntry]: ...
+    async def list_blocklist(self) -> list[BlockEntry]: ...
 
-    def put_block(self, pattern: str, reason: str | None) -> BlockEntry: ...
+    async def put_block(self, pattern: str, reason: str | None) -> BlockEntry: ...
 
-    def delete_block(self, pattern: str) -> bool:
+    async def delete_block(self, pattern: str) -> bool:
         """Remove a pattern; False if it was not there."""
         ...
 
-    def get_override(self, host: str) -> Override | None: ...
+    async def get_override(self, host: str) -> HostOverride | None: ...
 
-    def put_override(self, host: str, override: Override) -> Override: ...
+    async def put_override(self, host: str, override: HostOverride) -> HostOverride: ...
 
-    def delete_override(self, host: str) -> bool: ...
+    async def delete_override(self, host: str) -> bool: ...
 
-    def get_host_state(self, host: str) -> dict[str, Any] | None:
+    async def get_host_state(self, host: str) -> dict[str, Any] | None:
         """The host_state row as JSON-friendly values, or None."""
         ...
 
-    def counts(self) -> dict[str, int]:
+    async def counts(self) -> dict[str, int]:
         """Cheap row counts (never a full scan of a large table)."""
         ...
 
-    def ping(self) -> None: ...
+    async def ping(self) -> None: ...
 
 
 class StatsSource(Protocol):
-    """Kafka offsets and consumer-group lag."""
+    """Kafka offsets and consumer-group lag. Blocking: called from a worker thread."""
 
     def kafka_stats(self) -> KafkaStats: ...

@@ -1,65 +1,20 @@
-"""Page bodies in an S3-compatible store, gzip-compressed and keyed by content hash.
-
-`BlobStore` is the port; `S3BlobStore` reaches MinIO, AWS S3, SeaweedFS or versitygw through the minio
-client, and `MemoryBlobStore` serves unit tests. Identical bodies map to one key, so they are stored once.
-`encode_page`/`decode_page` are the stored form (gzip), also used for a body carried inline in a
-FetchResult (`body_gz`), so that the parser decodes it exactly as `get_page` would.
+"""Page bodies in an S3-compatible store: the adapter of the `BlobStore` port
+(streamcrawl_runtime.ports.blobs). It reaches MinIO, AWS S3, SeaweedFS or versitygw through the minio
+client. Identical bodies map to one key, so they are stored once.
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
 import threading
 from collections import OrderedDict
-from typing import NamedTuple, Protocol
 
 from minio import Minio
 from minio.error import S3Error
 
-from streamcrawl_runtime.errors import TransientError
-
-
-def page_key(content_hash: str) -> str:
-    """pages/ab/abcdef….gz — a two-character fan-out keeps directory-backed stores fast."""
-    return f"pages/{content_hash[:2]}/{content_hash}.gz"
-
-
-def encode_page(body: bytes) -> bytes:
-    """A page body in its stored form: gzip, deterministic (mtime=0)."""
-    return gzip.compress(body, compresslevel=6, mtime=0)
-
-
-def decode_page(data: bytes) -> bytes:
-    """The body from its stored form. Corrupt data raises what gzip raises (BadGzipFile, EOFError,
-    zlib.error): not transient, so the run loop dead-letters the message after its attempts."""
-    return gzip.decompress(data)
-
-
-class StoredPage(NamedTuple):
-    content_hash: str  # sha256 hex of the body
-    key: str  # storage key
-    new: bool  # this call uploaded it (False: this process stored it lately)
-    data: bytes  # the stored form, encode_page(body): what get_page decodes
-
-
-class BlobStore(Protocol):
-    def put_page(self, body: bytes) -> tuple[str, str, bool]:
-        """Store a body; returns (sha256 hex, storage key, newly_stored)."""
-        ...
-
-    def store_page(self, body: bytes) -> StoredPage:
-        """Store a body like put_page, and also return its stored form."""
-        ...
-
-    def get_page(self, key: str) -> bytes:
-        """The decompressed body; KeyError if absent."""
-        ...
-
-    def put_bytes(self, key: str, data: bytes) -> None: ...
-
-    def get_bytes(self, key: str) -> bytes | None: ...
+from streamcrawl_runtime.ports.blobs import StoredPage, decode_page, encode_page, page_key
+from streamcrawl_runtime.ports.errors import TransientError
 
 
 class S3BlobStore:
@@ -127,32 +82,3 @@ class S3BlobStore:
         finally:
             resp.close()
             resp.release_conn()
-
-
-class MemoryBlobStore:
-    """In-memory BlobStore for unit tests (same keys and compression as S3BlobStore)."""
-
-    def __init__(self) -> None:
-        self.objects: dict[str, bytes] = {}
-
-    def put_page(self, body: bytes) -> tuple[str, str, bool]:
-        stored = self.store_page(body)
-        return stored.content_hash, stored.key, stored.new
-
-    def store_page(self, body: bytes) -> StoredPage:
-        digest = hashlib.sha256(body).hexdigest()
-        key = page_key(digest)
-        data = encode_page(body)
-        if key in self.objects:
-            return StoredPage(digest, key, False, data)
-        self.objects[key] = data
-        return StoredPage(digest, key, True, data)
-
-    def get_page(self, key: str) -> bytes:
-        return decode_page(self.objects[key])
-
-    def put_bytes(self, key: str, data: bytes) -> None:
-        self.objects[key] = data
-
-    def get_bytes(self, key: str) -> bytes | None:
-        return self.objects.get(key)

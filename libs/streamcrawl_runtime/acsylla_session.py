@@ -1,5 +1,5 @@
-"""The CQL port the crawl state is written against, and its adapter on acsylla (the ScyllaDB/DataStax C++
-driver, wrapped for asyncio).
+"""The `CqlSession` port (streamcrawl_runtime.ports.cql) on acsylla, the ScyllaDB/DataStax C++ driver
+wrapped for asyncio.
 
 Why a second driver next to the DataStax Python driver (which migrations, the control plane and the
 launcher still use): the services issue several statements per crawled page, one awaited at a time, and
@@ -19,16 +19,16 @@ import asyncio
 import functools
 import logging
 import re
+import threading
 from collections import namedtuple
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import acsylla
 from acsylla import errors as cass_errors
 
-from streamcrawl_runtime.errors import TransientError
-
-Write = tuple[str, Sequence[Any]]  # CQL text and its positional parameters
+from streamcrawl_runtime.ports.cql import Write
+from streamcrawl_runtime.ports.errors import TransientError
 
 
 class _DropNotices(logging.Filter):
@@ -40,15 +40,6 @@ class _DropNotices(logging.Filter):
 
 
 logging.getLogger("acsylla").addFilter(_DropNotices())
-
-
-class CqlSession(Protocol):
-    async def execute(self, cql: str, params: Sequence[Any], page_size: int | None = None) -> list[Any]:
-        """Run one statement; every row of every page, as named tuples (none for a write)."""
-
-    async def execute_unlogged(self, writes: Sequence[Write]) -> None:
-        """Idempotent writes as one unlogged batch: one request, no batch log, not atomic across
-        partitions."""
 
 
 # The driver's error classes (acsylla.errors) that mean the engine is unreachable, overloaded or slow:
@@ -118,7 +109,7 @@ class AcsyllaSession:
             if self._session is None:
                 cluster = acsylla.create_cluster(self._hosts, **self._cluster_args)
                 with _AS_TRANSIENT:
-                    self._session = await cluster.create_session(keyspace=self._keyspace)
+                    self._session = await cluster.create_session(keyspace=self._keyspace or None)
         return self._session
 
     async def _prepare(self, session: Any, cql: str) -> Any:
@@ -169,3 +160,39 @@ class AcsyllaSession:
         if self._session is not None and self._loop is asyncio.get_running_loop():
             await self._session.close()
         self._session = None
+
+
+class BlockingSession:
+    """A `CqlSession` for blocking code (provisioning, the launcher, tools, tests): its own event loop in a
+    daemon thread runs the asyncio session, so the driver session lives on one loop for its whole life."""
+
+    def __init__(self, session: AcsyllaSession) -> None:
+        self.session = session
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="cql", daemon=True)
+        self._thread.start()
+
+    def _run(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def execute(self, cql: str, params: Sequence[Any] = ()) -> list[Any]:
+        result: list[Any] = self._run(self.session.execute(cql, params))
+        return result
+
+    def one(self, cql: str, params: Sequence[Any] = ()) -> Any:
+        """The first row, or None."""
+        rows = self.execute(cql, params)
+        return rows[0] if rows else None
+
+    def execute_unlogged(self, writes: Sequence[Write]) -> None:
+        self._run(self.session.execute_unlogged(writes))
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        try:
+            self._run(self.session.close())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+            self._loop.close()

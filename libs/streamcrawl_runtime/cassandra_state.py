@@ -1,21 +1,19 @@
-"""Crawl state in Cassandra (url_state, host_state, frontier_queue, due_index, content_index,
-simhash_blocks), behind one async repository with prepared statements (on the `CqlSession` port,
-streamcrawl_runtime.cql).
-
-Services depend on the `CrawlState` protocol; `CassandraCrawlState` is the adapter and
-`FakeCrawlState` (tests/unit/services/fakes.py) serves unit tests. Every write is an idempotent upsert
-(or delete), so a replayed message (at-least-once delivery) rewrites the same row. Writes of one message
-often go as one unlogged batch (one round trip): not atomic, so callers say how a replay repairs a batch
-that landed in part.
+"""The crawl state in Cassandra (url_state, host_state, frontier_queue, due_index, content_index,
+simhash_blocks): the adapter of the `CrawlState` port (streamcrawl_runtime.ports.state), with prepared
+statements on the `CqlSession` port. Every write is an idempotent upsert (or delete); writes of one
+message often go as one unlogged batch (one round trip), not atomic, so callers say how a replay
+repairs a batch that landed in part.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, Protocol
+from typing import Any
 
-from streamcrawl_runtime.cql import CqlSession
+from streamcrawl_core.neardup import block_rows, candidate_keys, signed64
+
+from streamcrawl_runtime.ports.cql import CqlSession
+from streamcrawl_runtime.ports.state import DueRow, HostOverride, HostState, LeaseMarks, QueuedUrl, UrlState
 
 _Write = tuple[str, tuple[Any, ...]]  # a statement's CQL text and its parameters
 
@@ -30,165 +28,7 @@ def epoch(value: datetime | None) -> float | None:
     return (value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp()
 
 
-@dataclass
-class QueuedUrl:
-    part: int
-    host: str
-    url_fp: int
-    url: str
-    priority: int
-    kind: str
-    not_before: float
-    depth: int
-    enqueued_at: float
-
-
-@dataclass
-class HostState:
-    host: str
-    robots_status: int | None = None
-    robots_body: str | None = None
-    robots_fetched_at: float | None = None
-    crawl_delay_s: float | None = None
-    last_fetch_ms: float | None = None
-    next_allowed_at: float | None = None
-    backoff_level: int = 0
-    lease_id: str | None = None
-    lease_url: str | None = None
-    lease_expires_at: float | None = None
-    urls_this_cycle: int = 0
-    soft404_signature: str | None = None
-    cycle: int | None = None  # the crawl cycle urls_this_cycle counts (dedup's page budget); None: never written
-
-
-@dataclass
-class UrlState:
-    host: str
-    url_fp: int
-    url: str
-    depth: int = 0
-    status: str | None = None
-    http_status: int | None = None
-    content_type: str | None = None
-    content_hash: str | None = None
-    simhash: int | None = None
-    storage_key: str | None = None
-    etag: str | None = None
-    last_modified: str | None = None
-    fetched_at: float | None = None
-    fetch_count: int = 0
-    change_count: int = 0
-    last_changed_at: float | None = None
-    change_interval_s: float | None = None
-    next_visit_at: float | None = None
-    canonical_url: str | None = None
-    discovered_at: float | None = None
-    sched_hash: str | None = None
-    discovered_by: str | None = None
-    frontier_done_at: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-class CrawlState(Protocol):
-    async def queue_put(self, item: QueuedUrl) -> None: ...
-    async def queue_delete(self, part: int, host: str, url_fp: int) -> None: ...
-    async def queue_finish(self, part: int, host: str, url_fp: int, now: float) -> None: ...
-    async def queue_load(self, part: int) -> list[QueuedUrl]: ...
-    async def host_get(self, host: str) -> HostState | None: ...
-    async def host_lease(self, host: str) -> LeaseRow:
-        """The host's current lease id (the fencing token a fetcher checks before a replayed request), the
-        lease the fetcher last finished under, and the lease it last began a request under, and when."""
-    async def host_put_fetched_lease(self, host: str, lease_id: str) -> None:
-        """The fetcher finished its work under ``lease_id`` (its result is about to be produced)."""
-    async def host_put_started_lease(self, host: str, lease_id: str, started_at: float) -> None:
-        """The fetcher is about to send a request to the host under ``lease_id``."""
-    async def host_put_politeness(self, host: str, next_allowed_at: float, backoff_level: int,
-                                  last_fetch_ms: float | None, crawl_delay_s: float | None) -> None:
-        """Record the host's timer after a fetch and end its lease."""
-    async def host_politeness_and_finish(self, host: str, next_allowed_at: float, backoff_level: int,
-                                         last_fetch_ms: float | None, crawl_delay_s: float | None,
-                                         part: int, url_fp: int, now: float) -> None:
-        """host_put_politeness and queue_finish of one fetch result in one request (an unlogged batch of
-        idempotent writes). Not atomic: either part may land without the other."""
-    async def host_put_lease(self, host: str, lease_id: str | None, url: str | None,
-                             expires_at: float | None) -> None: ...
-    async def host_put_robots(self, host: str, status: int | None, body: str | None, fetched_at: float,
-                              crawl_delay_s: float | None) -> None:
-        """Store freshly fetched robots.txt rules; also clears soft404_signature, so the host's soft-404
-        probe is repeated once per robots.txt lifetime."""
-    async def host_put_soft404(self, host: str, signature: str) -> None:
-        """The host's answer to the soft-404 probe: a signature, or "none" (see the fetcher)."""
-    async def host_put_budget(self, host: str, cycle: int, urls_this_cycle: int) -> None:
-        """Dedup's count of URLs admitted for the host in crawl ``cycle`` (a count of another cycle is 0)."""
-    async def url_get(self, host: str, url_fp: int) -> UrlState | None: ...
-    async def url_insert_discovered(self, host: str, url_fp: int, url: str, depth: int, now: float,
-                                    event_id: str = "") -> None: ...
-    async def url_insert_discovered_many(self, host: str, urls: list[tuple[int, str]], depth: int, now: float,
-                                         event_id: str = "") -> None: ...
-    async def url_put_fetch(self, st: UrlState) -> None: ...
-    async def url_put_fetch_and_simhash(self, st: UrlState) -> None:
-        """url_put_fetch(st) and simhash_add(st.simhash, st.url) in one request (an unlogged batch of
-        idempotent upserts). Not atomic: either part may land without the other."""
-    async def url_put_schedule_and_due(self, host: str, url_fp: int, url: str, depth: int, interval_s: float,
-                                       next_visit_at: float, change_count: int, last_changed_at: float | None,
-                                       sched_hash: str | None) -> None:
-        """The recrawl schedule in url_state and due_put(next_visit_at, ...) in one request (an unlogged
-        batch of idempotent upserts). Not atomic: either part may land without the other."""
-    async def content_claim(self, content_hash: str, url: str, storage_key: str, now: float) -> str: ...
-    async def simhash_candidates(self, simhash: int) -> list[tuple[int, str]]:
-        """Distinct (signed simhash, url) pairs of simhash_blocks rows near ``simhash``: a superset of the
-        pages sharing a 16-bit block with it (see _candidate_keys), so callers check the Hamming distance."""
-    async def simhash_add(self, simhash: int, url: str) -> None: ...
-    async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None: ...
-    async def due_range(self, start: float, end: float, limit: int) -> list[DueRow]: ...
-    async def due_delete(self, next_visit_at: float, host: str, url_fp: int) -> None: ...
-    async def blocklist_patterns(self) -> list[str]: ...
-    async def host_overrides(self) -> dict[str, HostOverrideRow]: ...
-
-
 DUE_BUCKET_S = 3600
-
-
-class HostOverrideRow(NamedTuple):
-    """An agreed per-host rate or budget from the control plane; None keeps the global value."""
-
-    min_delay_s: float | None
-    delay_factor: float | None
-    page_budget: int | None
-
-
-class LeaseRow(NamedTuple):
-    lease_id: str | None
-    fetched_lease: str | None
-    started_lease: str | None = None
-    started_at: float | None = None
-
-
-class DueRow(NamedTuple):
-    next_visit_at: float
-    host: str
-    url_fp: int
-    url: str
-    depth: int = 0
-
-
-def _u16_blocks(simhash: int) -> list[tuple[int, int]]:
-    u = simhash & 0xFFFFFFFFFFFFFFFF
-    return [(b, (u >> (16 * b)) & 0xFFFF) for b in range(4)]
-
-
-def _candidate_keys(simhash: int) -> tuple[list[int], list[int]]:
-    """The IN lists of the one near-duplicate read: every block number and the fingerprint's distinct
-    block values. Their cartesian product holds the 4 partitions that matter, (b, value of block b), plus
-    up to 12 that do not (block b with another block's value): CQL has no IN on (block, value) pairs of a
-    partition key, so the read returns a superset and the caller's Hamming check decides."""
-    blocks = _u16_blocks(simhash)
-    return [b for b, _ in blocks], sorted({v for _, v in blocks})
-
-
-def _signed(u: int) -> int:
-    u &= 0xFFFFFFFFFFFFFFFF
-    return u - (1 << 64) if u >= 1 << 63 else u
 
 
 class CassandraCrawlState:
@@ -228,7 +68,7 @@ class CassandraCrawlState:
         self._c_claim = p("INSERT INTO content_index (content_hash, canonical_url, storage_key, first_seen)"
                           " VALUES (?, ?, ?, ?) IF NOT EXISTS")
         self._c_get = p("SELECT canonical_url FROM content_index WHERE content_hash = ?")
-        # One read for the 4 block partitions (see _candidate_keys: it returns a superset).
+        # One read for the 4 block partitions (see streamcrawl_core.neardup.candidate_keys: a superset).
         self._s_get = p("SELECT simhash, url FROM simhash_blocks WHERE block IN ? AND value IN ?")
         self._s_put = p("INSERT INTO simhash_blocks (block, value, simhash, url) VALUES (?, ?, ?, ?)")
         self._d_put = p("INSERT INTO due_index (bucket, next_visit_at, host, url_fp, url, depth)"
@@ -277,12 +117,12 @@ class CassandraCrawlState:
                          r.last_fetch_ms, epoch(r.next_allowed_at), r.backoff_level or 0, r.lease_id, r.lease_url,
                          epoch(r.lease_expires_at), r.urls_this_cycle or 0, r.soft404_signature, r.cycle)
 
-    async def host_lease(self, host: str) -> LeaseRow:
+    async def host_lease(self, host: str) -> LeaseMarks:
         rows = await self._exec(self._h_lease_get, (host,))
         if not rows:
-            return LeaseRow(None, None)
+            return LeaseMarks(None, None)
         r = rows[0]
-        return LeaseRow(r.lease_id or None, r.fetched_lease or None, r.started_lease or None, epoch(r.started_at))
+        return LeaseMarks(r.lease_id or None, r.fetched_lease or None, r.started_lease or None, epoch(r.started_at))
 
     async def host_put_fetched_lease(self, host: str, lease_id: str) -> None:
         await self._exec(self._h_fetched, (lease_id, host))
@@ -374,13 +214,13 @@ class CassandraCrawlState:
         return url
 
     async def simhash_candidates(self, simhash: int) -> list[tuple[int, str]]:
-        rows = await self._exec(self._s_get, _candidate_keys(simhash))
+        rows = await self._exec(self._s_get, candidate_keys(simhash))
         # Every distinct (simhash, url): a page that changed has a row per fingerprint it had, and
         # keeping one per URL could drop the one within distance.
         return list(dict.fromkeys((r.simhash, r.url) for r in rows))
 
     def _simhash_writes(self, simhash: int, url: str) -> list[_Write]:
-        return [(self._s_put, (b, v, _signed(simhash), url)) for b, v in _u16_blocks(simhash)]
+        return [(self._s_put, (b, v, signed64(simhash), url)) for b, v in block_rows(simhash)]
 
     async def simhash_add(self, simhash: int, url: str) -> None:
         # One unlogged batch of the 4 block rows: one request instead of four (each row is idempotent).
@@ -409,7 +249,7 @@ class CassandraCrawlState:
     async def blocklist_patterns(self) -> list[str]:
         return [str(r.pattern) for r in await self._exec(self._b_all, ())]
 
-    async def host_overrides(self) -> dict[str, HostOverrideRow]:
+    async def host_overrides(self) -> dict[str, HostOverride]:
         """Every override (the table holds the few hosts with an agreed rate, so a full read is cheap)."""
         rows = await self._exec(self._o_all, ())
-        return {str(r.host): HostOverrideRow(r.min_delay_s, r.delay_factor, r.page_budget) for r in rows}
+        return {str(r.host): HostOverride(r.min_delay_s, r.delay_factor, r.page_budget) for r in rows}

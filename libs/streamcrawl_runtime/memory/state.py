@@ -1,0 +1,221 @@
+"""The crawl state in memory: the in-memory adapter of the `CrawlState` port, for unit tests and for
+running a service without Cassandra. Cassandra's semantics are kept where they matter: writes are upserts
+of the named columns only, timestamps keep milliseconds, url_get returns a copy (a read, not a live
+reference), content_claim is first-claimer-wins, and the near-duplicate index has the same layout
+(streamcrawl_core.neardup) as the Cassandra adapter's."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from streamcrawl_core.neardup import block_rows, candidate_keys, signed64
+
+from streamcrawl_runtime.ports.state import DueRow, HostOverride, HostState, LeaseMarks, QueuedUrl, UrlState
+
+
+def _ms(epoch: float | None) -> float | None:
+    """Cassandra `timestamp` keeps milliseconds: what a value reads back as."""
+    return None if epoch is None else math.floor(epoch * 1000.0) / 1000.0
+
+
+class MemoryCrawlState:
+    """CrawlState in dicts, with Cassandra's semantics where they matter: writes are upserts of the
+    named columns only, timestamps keep milliseconds, url_get returns a copy (a read, not a live
+    reference), content_claim is first-claimer-wins. `calls` logs every write, in order."""
+
+    def __init__(self) -> None:
+        self.hosts: dict[str, HostState] = {}
+        self.fetched_leases: dict[str, str] = {}  # host → host_state.fetched_lease
+        self.started_leases: dict[str, tuple[str, float]] = {}  # host → (started_lease, started_at)
+        self.urls: dict[tuple[str, int], UrlState] = {}
+        self.robots_writes = 0
+        self.queue: dict[tuple[int, str, int], QueuedUrl] = {}
+        self.content: dict[str, str] = {}  # content_hash -> canonical url
+        # (block, value) -> {(signed fp, url)}: the table's clustering key, so a URL keeps a row per fingerprint
+        self.simhash_blocks: dict[tuple[int, int], dict[tuple[int, str], None]] = {}
+        self.due: dict[tuple[float, str, int], str] = {}  # (next_visit_at, host, url_fp) -> url
+        self.due_depth: dict[tuple[float, str, int], int] = {}
+        self.overrides: dict[str, HostOverride] = {}
+        self.blocklist: list[str] = []
+        self.calls: list[tuple[Any, ...]] = []
+        self.host_reads: list[str] = []  # host_get calls, in order
+
+    async def host_get(self, host: str) -> HostState | None:
+        self.host_reads.append(host)
+        return self.hosts.get(host)
+
+    async def host_put_robots(self, host: str, status: int | None, body: str | None, fetched_at: float,
+                              crawl_delay_s: float | None) -> None:
+        hs = self.hosts.setdefault(host, HostState(host))
+        hs.robots_status, hs.robots_body, hs.robots_fetched_at = status, body, fetched_at
+        hs.crawl_delay_s = crawl_delay_s
+        hs.soft404_signature = None  # like the CQL statement: new rules start a new probe lifetime
+        self.robots_writes += 1
+
+    async def host_put_soft404(self, host: str, signature: str) -> None:
+        self.calls.append(("host_put_soft404", host, signature))
+        self.hosts.setdefault(host, HostState(host)).soft404_signature = signature
+
+    async def url_get(self, host: str, url_fp: int) -> UrlState | None:
+        st = self.urls.get((host, url_fp))
+        return None if st is None else dataclasses.replace(st, extra=dict(st.extra))
+
+    # ---------------------------------------------------------------- frontier_queue
+    async def queue_put(self, item: QueuedUrl) -> None:
+        self.calls.append(("queue_put", item.host, item.url))
+        self.queue[(item.part, item.host, item.url_fp)] = dataclasses.replace(
+            item, not_before=_ms(item.not_before) or 0.0, enqueued_at=_ms(item.enqueued_at) or 0.0)
+
+    async def queue_delete(self, part: int, host: str, url_fp: int) -> None:
+        self.calls.append(("queue_delete", host, url_fp))
+        self.queue.pop((part, host, url_fp), None)
+
+    async def queue_finish(self, part: int, host: str, url_fp: int, now: float) -> None:
+        self.calls.append(("queue_finish", host, url_fp))
+        self._finish(part, host, url_fp, now)
+
+    def _finish(self, part: int, host: str, url_fp: int, now: float) -> None:
+        self.queue.pop((part, host, url_fp), None)
+        row = self.urls.get((host, url_fp))
+        if row is not None:  # like the CQL UPDATE, which would create the row: only mark known URLs here
+            row.frontier_done_at = _ms(now)
+
+    async def queue_load(self, part: int) -> list[QueuedUrl]:
+        return [dataclasses.replace(q) for (p, _, _), q in self.queue.items() if p == part]
+
+    # ---------------------------------------------------------------- host_state
+    async def host_put_politeness(self, host: str, next_allowed_at: float, backoff_level: int,
+                                  last_fetch_ms: float | None, crawl_delay_s: float | None) -> None:
+        self.calls.append(("host_put_politeness", host, next_allowed_at, backoff_level))
+        self._politeness(host, next_allowed_at, backoff_level, last_fetch_ms, crawl_delay_s)
+
+    async def host_politeness_and_finish(self, host: str, next_allowed_at: float, backoff_level: int,
+                                         last_fetch_ms: float | None, crawl_delay_s: float | None,
+                                         part: int, url_fp: int, now: float) -> None:
+        self.calls.append(("host_politeness_and_finish", host, next_allowed_at, backoff_level, url_fp))  # one request
+        self._politeness(host, next_allowed_at, backoff_level, last_fetch_ms, crawl_delay_s)
+        self._finish(part, host, url_fp, now)
+
+    def _politeness(self, host: str, next_allowed_at: float, backoff_level: int, last_fetch_ms: float | None,
+                    crawl_delay_s: float | None) -> None:
+        hs = self.hosts.setdefault(host, HostState(host))
+        hs.next_allowed_at, hs.backoff_level = _ms(next_allowed_at), backoff_level
+        hs.last_fetch_ms, hs.crawl_delay_s = last_fetch_ms, crawl_delay_s
+        hs.lease_id = hs.lease_url = None  # like the CQL statement: a finished fetch ends the lease
+        hs.lease_expires_at = None
+
+    async def host_put_lease(self, host: str, lease_id: str | None, url: str | None,
+                             expires_at: float | None) -> None:
+        self.calls.append(("host_put_lease", host, lease_id, url, expires_at))
+        hs = self.hosts.setdefault(host, HostState(host))
+        hs.lease_id, hs.lease_url, hs.lease_expires_at = lease_id, url, _ms(expires_at)
+
+    async def host_put_budget(self, host: str, cycle: int, urls_this_cycle: int) -> None:
+        self.calls.append(("host_put_budget", host, cycle, urls_this_cycle))
+        hs = self.hosts.setdefault(host, HostState(host))
+        hs.cycle, hs.urls_this_cycle = cycle, urls_this_cycle
+
+    # ---------------------------------------------------------------- url_state
+    def _url(self, host: str, url_fp: int, url: str) -> UrlState:
+        return self.urls.setdefault((host, url_fp), UrlState(host, url_fp, url))
+
+    async def url_insert_discovered(self, host: str, url_fp: int, url: str, depth: int, now: float,
+                                    event_id: str = "") -> None:
+        self.calls.append(("url_insert_discovered", host, url))
+        st = self._url(host, url_fp, url)
+        st.url, st.depth, st.status, st.discovered_at = url, depth, "queued", _ms(now)
+        st.discovered_by = event_id or None
+
+    async def url_insert_discovered_many(self, host: str, urls: list[tuple[int, str]], depth: int, now: float,
+                                         event_id: str = "") -> None:
+        self.calls.append(("url_insert_discovered_many", host, len(urls)))
+        for fp, url in urls:
+            await self.url_insert_discovered(host, fp, url, depth, now, event_id)
+
+    async def url_put_fetch(self, st: UrlState) -> None:
+        self.calls.append(("url_put_fetch", st.host, st.url, st.status))
+        self._put_fetch(st)
+
+    async def url_put_fetch_and_simhash(self, st: UrlState) -> None:
+        self.calls.append(("url_put_fetch_and_simhash", st.host, st.url, st.status))  # one request
+        assert st.simhash is not None
+        self._put_fetch(st)
+        self._put_simhash(st.simhash, st.url)
+
+    def _put_fetch(self, st: UrlState) -> None:
+        row = self._url(st.host, st.url_fp, st.url)
+        for name in ("url", "depth", "status", "http_status", "content_type", "content_hash", "simhash",
+                     "storage_key", "etag", "last_modified", "fetch_count", "canonical_url"):
+            setattr(row, name, getattr(st, name))
+        row.fetched_at = _ms(st.fetched_at)
+
+    async def url_put_schedule_and_due(self, host: str, url_fp: int, url: str, depth: int, interval_s: float,
+                                       next_visit_at: float, change_count: int, last_changed_at: float | None,
+                                       sched_hash: str | None) -> None:
+        self.calls.append(("url_put_schedule_and_due", next_visit_at, host, url_fp, interval_s))  # one request
+        row = self.urls.setdefault((host, url_fp), UrlState(host, url_fp, ""))
+        row.change_interval_s, row.next_visit_at = interval_s, _ms(next_visit_at)
+        row.change_count, row.last_changed_at, row.sched_hash = change_count, _ms(last_changed_at), sched_hash
+        self._due(next_visit_at, host, url_fp, url, depth)
+
+    # ---------------------------------------------------------------- content dedup
+    async def content_claim(self, content_hash: str, url: str, storage_key: str, now: float) -> str:
+        return self.content.setdefault(content_hash, url)
+
+    async def simhash_candidates(self, simhash: int) -> list[tuple[int, str]]:
+        # Like the CQL read (block IN ? AND value IN ?): the cartesian product of the IN lists, a superset.
+        blocks, values = candidate_keys(simhash)
+        found: dict[tuple[int, str], None] = {}
+        for b in blocks:
+            for v in values:
+                found.update(self.simhash_blocks.get((b, v), {}))
+        return list(found)
+
+    async def simhash_add(self, simhash: int, url: str) -> None:
+        self.calls.append(("simhash_add", simhash, url))
+        self._put_simhash(simhash, url)
+
+    def _put_simhash(self, simhash: int, url: str) -> None:
+        for key in block_rows(simhash):
+            self.simhash_blocks.setdefault(key, {})[(signed64(simhash), url)] = None
+
+    # ---------------------------------------------------------------- due index
+    async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None:
+        self.calls.append(("due_put", next_visit_at, host, url_fp))
+        self._due(next_visit_at, host, url_fp, url, depth)
+
+    def _due(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int) -> None:
+        self.due[(_ms(next_visit_at) or 0.0, host, url_fp)] = url
+        self.due_depth[(_ms(next_visit_at) or 0.0, host, url_fp)] = depth
+
+    async def due_range(self, start: float, end: float, limit: int) -> list[DueRow]:
+        rows = sorted(DueRow(t, h, fp, url, self.due_depth.get((t, h, fp), 0))
+                      for (t, h, fp), url in self.due.items() if start <= t <= end)
+        return rows[:limit]
+
+    async def due_delete(self, next_visit_at: float, host: str, url_fp: int) -> None:
+        self.calls.append(("due_delete", next_visit_at, host, url_fp))
+        self.due.pop((_ms(next_visit_at) or 0.0, host, url_fp), None)
+
+    # ---------------------------------------------------------------- control plane
+    async def host_lease(self, host: str) -> LeaseMarks:
+        hs = self.hosts.get(host)
+        started_lease, started_at = self.started_leases.get(host, (None, None))
+        return LeaseMarks(hs.lease_id if hs else None, self.fetched_leases.get(host), started_lease,
+                        _ms(started_at))
+
+    async def host_put_fetched_lease(self, host: str, lease_id: str) -> None:
+        self.calls.append(("host_put_fetched_lease", host, lease_id))
+        self.fetched_leases[host] = lease_id
+
+    async def host_put_started_lease(self, host: str, lease_id: str, started_at: float) -> None:
+        self.calls.append(("host_put_started_lease", host, lease_id))
+        self.started_leases[host] = (lease_id, started_at)
+
+    async def host_overrides(self) -> dict[str, HostOverride]:
+        return dict(self.overrides)
+
+    async def blocklist_patterns(self) -> list[str]:
+        return list(self.blocklist)

@@ -188,7 +188,6 @@ class PageFetched(Envelope):
     out_links: list[str]
     title: str | None
     changed: bool
-    duplicate_of: str | None = None
 
 
 class DeadLetter(Envelope):

@@ -34,171 +34,45 @@ import heapq
 import math
 import random
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
 
-from streamcrawl_core.politeness import (
-    HostOverride,
-    PolitenessConfig,
-    backoff_delay,
-    required_delay,
-    should_back_off,
+from streamcrawl_core.frontier_parts import (
+    IDLE,
+    IN_FLIGHT,
+    KIND_INDEX,
+    KINDS,
+    READY,
+    WAITING,
+    Entry,
+    FrontierConfig,
+    FrontierItem,
+    HostRecord,
+    HostSnapshot,
+    Kind,
+    KindSplit,
+    PriorityCycle,
 )
+from streamcrawl_core.politeness import HostOverride, backoff_delay, required_delay, should_back_off
 
 __all__ = ["Frontier", "FrontierConfig", "FrontierItem", "HostSnapshot", "Kind"]
-
-Kind = Literal["discovery", "refresh"]
-_KINDS: tuple[Kind, Kind] = ("discovery", "refresh")
-_KIND_INDEX: dict[str, int] = {"discovery": 0, "refresh": 1}
-
-_IDLE, _WAITING, _READY, _IN_FLIGHT = 0, 1, 2, 3
-_MAX_CYCLE = 10_000  # bound on sum(priority_weights): the selector's cycle length
-
-# (priority, seq, url, enqueued_at, not_before): seq keeps FIFO order within a priority.
-_Entry = tuple[int, int, str, float, float]
-
-
-class FrontierItem(NamedTuple):
-    url: str
-    host: str
-    priority: int
-    kind: Kind
-    enqueued_at: float
-    not_before: float
-
-
-class HostSnapshot(NamedTuple):
-    """Durable per-host politeness state (what goes into the HostRecord)."""
-
-    host: str
-    next_allowed_at: float
-    backoff_level: int
-    in_flight: bool
-    queued: int
-
-
-@dataclass(frozen=True)
-class FrontierConfig:
-    num_priorities: int = 10
-    # Integer weight per level; None = F - p (level 0 gets F times the share of the last level).
-    priority_weights: tuple[int, ...] | None = None
-    discovery_share: float = 0.3
-    politeness: PolitenessConfig = field(default_factory=PolitenessConfig)
-    max_backoff_level: int = 32
-    seed: int = 0  # seeds the back-off jitter, so runs are reproducible
-
-    def __post_init__(self) -> None:
-        if self.num_priorities < 1:
-            raise ValueError("num_priorities must be >= 1")
-        weights = self.weights()
-        if (
-            len(weights) != self.num_priorities
-            or not all(isinstance(w, int) and w > 0 for w in weights)
-            or sum(weights) > _MAX_CYCLE
-        ):
-            raise ValueError(f"priority_weights must be num_priorities ints > 0 summing to <= {_MAX_CYCLE}")
-        if not 0.0 < self.discovery_share < 1.0:
-            raise ValueError("discovery_share must be in (0, 1)")
-        if self.max_backoff_level < 0:
-            raise ValueError("max_backoff_level must be >= 0")
-
-    def weights(self) -> tuple[int, ...]:
-        if self.priority_weights is not None:
-            return self.priority_weights
-        return tuple(self.num_priorities - p for p in range(self.num_priorities))
-
-
-class _Host:
-    __slots__ = ("backoff_level", "crawl_delay", "delayed", "epoch", "inflight", "name", "next_allowed",
-                 "override", "queues", "slot", "state")
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.queues: tuple[list[_Entry], list[_Entry]] = ([], [])
-        self.delayed = 0  # URLs of this host still waiting for their not_before
-        self.next_allowed = 0.0
-        self.backoff_level = 0
-        self.crawl_delay: float | None = None
-        self.override: HostOverride | None = None
-        self.state = _IDLE
-        self.epoch = 0
-        # Per kind, the priority bucket holding this host's live entry, -1 if none. A 2-list
-        # rather than a list of pairs: this is on the hot path of every next().
-        self.slot = [-1, -1]
-        self.inflight: tuple[int, _Entry] | None = None
-
-
-class _Split:
-    """Stride scheduling between the two kinds, for when both have a READY host. Each pick
-    advances the chosen kind's pass by 1/share; a kind re-enters at the virtual time (the pass
-    of the last pick), so time spent alone or absent banks no credit."""
-
-    __slots__ = ("passes", "strides", "vtime")
-
-    def __init__(self, discovery_share: float) -> None:
-        self.strides = (1.0 / discovery_share, 1.0 / (1.0 - discovery_share))
-        self.passes = [0.0, 0.0]
-        self.vtime = 0.0
-
-    def pick(self) -> int:
-        passes, v = self.passes, self.vtime
-        a = passes[0] if passes[0] > v else v
-        b = passes[1] if passes[1] > v else v
-        k, p = (0, a) if a <= b else (1, b)  # ties go to discovery, deterministically
-        self.vtime = p
-        passes[k] = p + self.strides[k]
-        return k
-
-
-class _Cycle:
-    """Smooth weighted round robin over priority levels: a fixed cycle in which level ``p``
-    appears ``weights[p]`` times, evenly spread (nginx's SWRR order). A cursor walks the cycle and
-    skips empty levels, so among the non-empty levels each gets a share proportional to its
-    weight, every one is served at least once per cycle (no starvation), and an empty level
-    banks no credit. Usually one step per pick -- cheaper than a scan of all F levels."""
-
-    __slots__ = ("cursor", "order")
-
-    def __init__(self, weights: tuple[int, ...]) -> None:
-        total, current, order = sum(weights), [0] * len(weights), []
-        for _ in range(total):
-            for i, w in enumerate(weights):
-                current[i] += w
-            best = max(range(len(weights)), key=current.__getitem__)  # ties: lowest level
-            current[best] -= total
-            order.append(best)
-        self.order = order
-        self.cursor = 0
-
-    def pick(self, live: list[int]) -> int:
-        """Next non-empty level; caller guarantees one exists (so the walk ends in one cycle)."""
-        order, c, n = self.order, self.cursor, len(self.order)
-        while True:
-            p = order[c]
-            c = c + 1 if c + 1 < n else 0
-            if live[p]:
-                self.cursor = c
-                return p
-
 
 class Frontier:
     def __init__(self, config: FrontierConfig | None = None) -> None:
         self._cfg = config if config is not None else FrontierConfig()
         self._pol = self._cfg.politeness
         nprio = self._cfg.num_priorities
-        self._hosts: dict[str, _Host] = {}
+        self._hosts: dict[str, HostRecord] = {}
         self._known: dict[str, str] = {}  # url -> host for every URL queued, delayed or in flight
         # (time, tick, host, epoch): the unique tick stops tuple comparison before it reaches the
         # host object (and avoids slow string compares when many timers are equal, e.g. at start).
-        self._timer: list[tuple[float, int, _Host, int]] = []
+        self._timer: list[tuple[float, int, HostRecord, int]] = []
         self._tick = 0
         self._delayed: list[tuple[float, int, str, str, int, int, float]] = []
-        self._buckets = [[deque[tuple[_Host, int]]() for _ in range(nprio)] for _ in _KINDS]
-        self._live = [[0] * nprio for _ in _KINDS]
+        self._buckets = [[deque[tuple[HostRecord, int]]() for _ in range(nprio)] for _ in KINDS]
+        self._live = [[0] * nprio for _ in KINDS]
         self._ready = [0, 0]  # live bucket entries per kind
-        self._levels = [_Cycle(self._cfg.weights()) for _ in _KINDS]
+        self._levels = [PriorityCycle(self._cfg.weights()) for _ in KINDS]
         share = self._cfg.discovery_share
-        self._kinds = _Split(share)
+        self._kinds = KindSplit(share)
         self._rng = random.Random(self._cfg.seed)
         self._seq = 0
         self._queued = 0
@@ -206,24 +80,24 @@ class Frontier:
         self._now = 0.0  # latest `now` seen; not_before <= this is already due
 
     # ----------------------------------------------------------------- state transitions
-    def _host(self, name: str) -> _Host:
+    def _host(self, name: str) -> HostRecord:
         h = self._hosts.get(name)
         if h is None:
-            h = self._hosts[name] = _Host(name)
+            h = self._hosts[name] = HostRecord(name)
         return h
 
-    def _schedule(self, h: _Host) -> None:
+    def _schedule(self, h: HostRecord) -> None:
         """Host is not in flight: put it on the timer heap if it has due URLs, else IDLE."""
         h.epoch += 1
         if h.queues[0] or h.queues[1]:
-            h.state = _WAITING
+            h.state = WAITING
             self._tick += 1
             heapq.heappush(self._timer, (h.next_allowed, self._tick, h, h.epoch))
         else:
-            h.state = _IDLE
+            h.state = IDLE
 
-    def _slot(self, h: _Host) -> None:
-        h.state = _READY
+    def _slot(self, h: HostRecord) -> None:
+        h.state = READY
         q0, q1 = h.queues
         slot, ready = h.slot, self._ready
         if q0:
@@ -237,7 +111,7 @@ class Frontier:
             self._live[1][p] += 1
             ready[1] += 1
 
-    def _unslot(self, h: _Host) -> None:
+    def _unslot(self, h: HostRecord) -> None:
         slot, ready = h.slot, self._ready
         p = slot[0]
         if p >= 0:
@@ -251,11 +125,11 @@ class Frontier:
             slot[1] = -1
         h.epoch += 1  # makes every bucket entry of this host stale
 
-    def _enqueue(self, h: _Host, k: int, entry: _Entry) -> None:
+    def _enqueue(self, h: HostRecord, k: int, entry: Entry) -> None:
         heapq.heappush(h.queues[k], entry)
-        if h.state == _IDLE:
+        if h.state == IDLE:
             self._schedule(h)
-        elif h.state == _READY:
+        elif h.state == READY:
             current = h.slot[k]
             if current < 0 or entry[0] < current:
                 self._unslot(h)
@@ -279,7 +153,7 @@ class Frontier:
             raise ValueError("url and host must be non-empty")
         if not isinstance(priority, int) or not 0 <= priority < self._cfg.num_priorities:
             raise ValueError(f"priority must be in [0, {self._cfg.num_priorities}), got {priority!r}")
-        k = _KIND_INDEX.get(kind)
+        k = KIND_INDEX.get(kind)
         if k is None:
             raise ValueError(f"kind must be 'discovery' or 'refresh', got {kind!r}")
         if not math.isfinite(not_before):
@@ -308,7 +182,7 @@ class Frontier:
         timer = self._timer
         while timer and timer[0][0] <= now:
             _, _, h, epoch = heapq.heappop(timer)
-            if h.epoch == epoch and h.state == _WAITING:
+            if h.epoch == epoch and h.state == WAITING:
                 self._slot(h)
         ready = self._ready
         if ready[0]:
@@ -325,11 +199,11 @@ class Frontier:
                 break
         self._unslot(h)
         entry = heapq.heappop(h.queues[k])
-        h.state = _IN_FLIGHT
+        h.state = IN_FLIGHT
         h.inflight = (k, entry)
         self._queued -= 1
         self._in_flight += 1
-        return FrontierItem(entry[2], h.name, entry[0], _KINDS[k], entry[3], entry[4])
+        return FrontierItem(entry[2], h.name, entry[0], KINDS[k], entry[3], entry[4])
 
     def done(
         self,
@@ -362,7 +236,7 @@ class Frontier:
         if now > self._now:
             self._now = now
         when = now + delay
-        if h.state == _IN_FLIGHT and h.inflight is not None:
+        if h.state == IN_FLIGHT and h.inflight is not None:
             del self._known[h.inflight[1][2]]
             h.inflight = None
             self._in_flight -= 1
@@ -370,9 +244,9 @@ class Frontier:
             self._schedule(h)
         elif when > h.next_allowed:
             h.next_allowed = when
-            if h.state == _READY:
+            if h.state == READY:
                 self._unslot(h)
-            if h.state != _IDLE:
+            if h.state != IDLE:
                 self._schedule(h)
         return h.next_allowed
 
@@ -383,7 +257,7 @@ class Frontier:
         so the host waits the politeness delay of such a fetch (see ``hold``). False if ``url`` is
         not the host's leased URL."""
         h = self._hosts.get(host)
-        if h is None or h.state != _IN_FLIGHT or h.inflight is None or h.inflight[1][2] != url:
+        if h is None or h.state != IN_FLIGHT or h.inflight is None or h.inflight[1][2] != url:
             return False
         k, entry = h.inflight
         h.inflight = None
@@ -413,9 +287,9 @@ class Frontier:
         when = now + required_delay(fetch_s, h.crawl_delay, self._pol, h.override)
         if when > h.next_allowed:
             h.next_allowed = when
-            if h.state == _READY:
+            if h.state == READY:
                 self._unslot(h)
-            if h.state in (_READY, _WAITING):
+            if h.state in (READY, WAITING):
                 self._schedule(h)
         return h.next_allowed
 
@@ -434,9 +308,9 @@ class Frontier:
         h = self._host(host)
         h.next_allowed = next_allowed_at
         h.backoff_level = min(backoff_level, self._cfg.max_backoff_level)
-        if h.state == _READY:
+        if h.state == READY:
             self._unslot(h)
-        if h.state in (_READY, _WAITING):
+        if h.state in (READY, WAITING):
             self._schedule(h)
 
     def next_wakeup(self) -> float | None:
@@ -446,7 +320,7 @@ class Frontier:
         timer = self._timer
         while timer:  # drop stale heads so the answer is not too early
             _, _, h, epoch = timer[0]
-            if h.epoch == epoch and h.state == _WAITING:
+            if h.epoch == epoch and h.state == WAITING:
                 break
             heapq.heappop(timer)
         candidates = [timer[0][0]] if timer else []
@@ -458,7 +332,7 @@ class Frontier:
         h = self._hosts.get(host)
         if h is None:
             return None
-        in_flight = h.state == _IN_FLIGHT
+        in_flight = h.state == IN_FLIGHT
         return HostSnapshot(host, h.next_allowed, h.backoff_level, in_flight, self.queued_for(host))
 
     def queued_for(self, host: str) -> int:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import heapq
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
@@ -128,6 +129,9 @@ class LeaseTable:
 
     def __contains__(self, host: str) -> bool:
         return host in self._by_host
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._by_host))
 
     def get(self, host: str) -> Lease | None:
         return self._by_host.get(host)

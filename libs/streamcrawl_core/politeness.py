@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
+from datetime import datetime
+from email._parseaddr import mktime_tz, parsedate_tz
 
 __all__ = [
     "HostOverride",
@@ -156,16 +156,16 @@ def parse_retry_after(header: str | None, now: float) -> float | None:
     if value.isascii() and value.isdigit():
         return float(int(value))
     try:
-        when = parsedate_to_datetime(value)
+        # email._parseaddr is the parser behind email.utils.parsedate_to_datetime, without email.utils'
+        # import of socket (core modules load no I/O module). All three HTTP-date forms of RFC 9110
+        # §5.6.7 parse; a zone-less or "-0000" date counts as UTC, as HTTP-dates are GMT.
+        parts = parsedate_tz(value)
+        if parts is None:
+            return None
+        when = mktime_tz(parts if parts[9] is not None else (*parts[:9], 0))
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if when.tzinfo is None:
-        # RFC 9110 HTTP-dates are always GMT; a zone-less parse means "-0000" style, i.e. UTC.
-        when = when.replace(tzinfo=UTC)
-    try:
-        return max(0.0, when.timestamp() - now)
-    except (OverflowError, OSError, ValueError):
-        return None
+    return max(0.0, float(when) - now)
 
 
 def is_backoff_status(status: int | None) -> bool:

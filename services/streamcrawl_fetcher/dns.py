@@ -22,27 +22,13 @@ import dns.exception
 import dns.resolver
 from prometheus_client import Counter
 
+from streamcrawl_fetcher.ports import AddressNotAllowed, DnsError
+
 DNS_LOOKUPS = Counter("streamcrawl_fetcher_dns_lookups", "DNS lookups by result", ["result"])
 
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-
-class DnsError(Exception):
-    """The name did not resolve (NXDOMAIN, SERVFAIL, timeout, no address)."""
-
-    def __init__(self, reason: str, host: str) -> None:
-        super().__init__(f"{reason}: {host}")
-        self.reason = reason
-
-    @property
-    def transient(self) -> bool:
-        """No answer came (a timeout, a resolver or transport error): it may clear up. NXDOMAIN, NODATA
-        and SERVFAIL are answers: the name's servers said no, or that they cannot serve it."""
-        return self.reason not in ("NXDOMAIN", "no_address", "SERVFAIL")
-
-
-class AddressNotAllowed(Exception):
-    """The name resolved to an address outside `allowed_networks`: we refuse to connect."""
+__all__ = ["AddressNotAllowed", "DnsError", "Resolver", "parse_networks"]
 
 
 def parse_networks(spec: str) -> tuple[IpNetwork, ...]:

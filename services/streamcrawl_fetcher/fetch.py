@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -19,23 +18,11 @@ import httpx
 import yarl
 from streamcrawl_core.urls import UrlError, normalize
 
-from streamcrawl_fetcher.dns import AddressNotAllowed, DnsError, Resolver
+from streamcrawl_fetcher.dns import Resolver
+from streamcrawl_fetcher.ports import AddressNotAllowed, DnsError, HttpResponse, NetworkError
 
 __all__ = ["AddressNotAllowed", "AiohttpTransport", "DnsError", "HttpFetcher", "HttpResponse", "NetworkError",
            "make_client"]
-
-
-class NetworkError(Exception):
-    """No (complete) HTTP response: connect refused/timeout, reset, TLS failure, protocol error."""
-
-
-@dataclass(frozen=True)
-class HttpResponse:
-    status: int
-    headers: httpx.Headers
-    body: bytes
-    truncated: bool
-    elapsed_s: float
 
 
 class AiohttpTransport(httpx.AsyncBaseTransport):
@@ -178,6 +165,9 @@ class HttpFetcher:
         self.resolver = resolver
         self.user_agent = user_agent
         self.total_timeout_s = total_timeout_s
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
 
     async def get(self, url: str, max_bytes: int, headers: dict[str, str] | None = None) -> HttpResponse:
         """GET `url`, reading at most `max_bytes` of the (decoded) body.

@@ -42,6 +42,7 @@ from urllib.parse import urlsplit
 from prometheus_client import Counter, Histogram
 from streamcrawl_contracts.messages import Envelope, FetchRequest, FetchResult
 from streamcrawl_contracts.topics import FETCH_RESULTS
+from streamcrawl_core.lease import Replay, interrupted_fetch_s, may_send, replay_check
 from streamcrawl_core.politeness import parse_retry_after
 from streamcrawl_core.traps import is_soft404, soft404_echoes, soft404_probe_path, soft404_signature
 from streamcrawl_core.urls import UrlError, host_of, normalize, origin_of
@@ -49,8 +50,7 @@ from streamcrawl_runtime.ports.blobs import BlobStore
 from streamcrawl_runtime.ports.loop import Output, Record, StatelessHandler
 from streamcrawl_runtime.ports.state import FetcherState, LeaseMarks
 
-from streamcrawl_fetcher.dns import AddressNotAllowed, DnsError
-from streamcrawl_fetcher.fetch import HttpFetcher, HttpResponse, NetworkError
+from streamcrawl_fetcher.ports import AddressNotAllowed, DnsError, Http, HttpResponse, NetworkError
 from streamcrawl_fetcher.robots_cache import NO_SOFT404, RobotsCache
 from streamcrawl_fetcher.settings import DEFAULT_INLINE_BODY_MAX_BYTES
 
@@ -88,7 +88,7 @@ class FetchPolicy:
 
 
 class FetcherHandler(StatelessHandler):
-    def __init__(self, http: HttpFetcher, robots: RobotsCache, state: FetcherState, blobs: BlobStore,
+    def __init__(self, http: Http, robots: RobotsCache, state: FetcherState, blobs: BlobStore,
                  policy: FetchPolicy | None = None, clock: Callable[[], float] = time.time) -> None:
         self.http = http
         self.robots = robots
@@ -105,7 +105,7 @@ class FetcherHandler(StatelessHandler):
         lease: LeaseMarks | None = None
         if not record.fresh:
             lease = await self.state.host_lease(message.host)
-            if lease.fetched_lease == message.lease_id:
+            if replay_check(message.lease_id, lease) is Replay.FINISHED:
                 # Replayed after this fetcher's crash, but the work under this lease was finished and
                 # its result produced (or about to be: a crash in between leaves the lease to expire,
                 # and the frontier re-queues the URL). Requesting it again would be a second request
@@ -141,7 +141,7 @@ class FetcherHandler(StatelessHandler):
             # replayed request knows a request was under way, and since when (see `interrupted`); and the
             # frontier, should the lease expire meanwhile, keeps the host leased while it may still run.
             await self.state.host_put_started_lease(req.host, req.lease_id, self.clock())
-            return self.clock() <= req.lease_expires_at - self.policy.lease_guard_s
+            return may_send(self.clock(), req.lease_expires_at, self.policy.lease_guard_s)
 
         def too_late() -> FetchResult:
             return result("lease_expired", error="too little of the lease left to send the request")
@@ -163,20 +163,21 @@ class FetcherHandler(StatelessHandler):
             return result("lease_expired", error=f"dispatched {req.not_before - started:.1f}s ahead of its time")
         if maybe_replay:
             row = lease or await self.state.host_lease(req.host)
-            if row.lease_id != req.lease_id:
+            verdict = replay_check(req.lease_id, row)
+            if verdict in (Replay.SUPERSEDED, Replay.FINISHED):
                 # Fencing: the frontier persists every lease before it sends the request and clears it when
                 # the result arrives. A request replayed after a crash (at-least-once) whose lease is no longer
                 # the host's current one was already done or superseded; fetching it again could land right
                 # next to the current lease's request. Only a record that may be a replay pays this read: one
                 # produced after this process took its partition (Record.fresh) was handled nowhere else.
                 return result("lease_expired", error="lease superseded (replayed request)")
-            if row.started_lease == req.lease_id and row.started_at is not None:
+            if verdict is Replay.INTERRUPTED and row.started_at is not None:
                 # A request under this lease was under way when the fetcher that sent it stopped: the host
                 # may have served it for as long as until now (and the politeness delay is 10x that), so
                 # asking again right away could hit a host that has just been busy with us for a while.
                 INTERRUPTED.inc()
                 return result("interrupted", started_at=row.started_at, ended_at=started,
-                              fetch_s=max(0.0, started - row.started_at),
+                              fetch_s=interrupted_fetch_s(row.started_at, started),
                               error="the fetcher stopped while this request was under way; not repeated now")
         try:
             url = normalize(req.url)

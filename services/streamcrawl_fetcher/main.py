@@ -48,7 +48,7 @@ def build(settings: FetcherSettings) -> Wiring:
     handler = build_handler(settings, state, blobs)
 
     async def close() -> None:
-        await handler.http.client.aclose()
+        await handler.http.aclose()
 
     # mark_fresh: the handler skips its lease read for requests produced after it took their partition.
     return Wiring(handler, {FETCH_REQUESTS.name: FetchRequest},

@@ -71,9 +71,11 @@ def _codec(name: str | None) -> str | None:
     if label in ("us-ascii", "ascii", "iso-8859-1", "latin1", "latin-1", "iso8859-1"):
         return "cp1252"
     try:
-        return codecs.lookup(label).name
+        name = codecs.lookup(label).name
+        b"a".decode(name, errors="replace")  # not a text encoding (rot13, base64, zlib): LookupError
     except LookupError:
         return None
+    return name
 
 
 def _header_charset(content_type: str | None) -> str | None:

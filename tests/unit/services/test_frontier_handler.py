@@ -1,7 +1,7 @@
 """FrontierHandler against the in-memory CrawlState: seeds, leases, politeness, retries, expiry, rebuild.
 
-The handler reads time.time() for results and enqueues; `clock` replaces its `time` module with a
-controllable one so that result times and the `now` given to tick() share one timeline."""
+The handler reads its injected clock for results and enqueues; `clock` is a controllable one, so that
+result times and the `now` given to tick() share one timeline."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-import streamcrawl_frontier.handler as fh
 from streamcrawl_contracts.messages import FetchRequest, FetchResult, SeedMessage, UrlCandidates, UrlMessage
 from streamcrawl_contracts.topics import FETCH_REQUESTS, SEEDS, URL_CANDIDATES
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.partition import partition_for
-from streamcrawl_core.politeness import PolitenessConfig
-from streamcrawl_frontier.handler import MAX_ATTEMPTS, FrontierHandler
+from streamcrawl_core.politeness import HostOverride, PolitenessConfig
+from streamcrawl_frontier.handler import FrontierHandler
+from streamcrawl_frontier.results import MAX_ATTEMPTS
 from streamcrawl_runtime.memory import MemoryCrawlState
 from streamcrawl_runtime.ports.blobs import encode_page
 from streamcrawl_runtime.ports.errors import PoisonMessage, TransientError
@@ -38,10 +38,8 @@ class Clock:
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    c = Clock(T0)
-    monkeypatch.setattr(fh, "time", c)
-    return c
+def clock() -> Clock:
+    return Clock(T0)
 
 
 def part(host: str) -> int:
@@ -60,7 +58,7 @@ class Rig:
         self.state = state or MemoryCrawlState()
         # No lookahead by default: the timer tests read exact dispatch times (lookahead has its own tests).
         self.h = FrontierHandler(self.state, PolitenessConfig(jitter=0.0), lease_s=LEASE_S, partitions=8,
-                                 lookahead_s=lookahead_s, margin_s=margin_s)
+                                 lookahead_s=lookahead_s, margin_s=margin_s, clock=clock.time)
         if assign:
             self.run(self.h.on_assign(list(range(8))))
 
@@ -464,6 +462,22 @@ def test_result_of_pre_restart_lease_completes_the_url(clock: Clock) -> None:
     assert rig.tick(T0 + 100) == []
 
 
+def test_result_of_pre_restart_lease_keeps_the_hosts_agreed_rate(clock: Clock) -> None:
+    """The result of a lease restored from host_state reaches a host that is not in flight in the rebuilt
+    frontier; its next time must still use the host's override (it once used the global 1 s minimum)."""
+    rig, state, req = _rebuilt_with_live_lease(clock, "http://a.test/1")
+    _persisted(state, "http://a.test/2")
+    state.overrides[A] = HostOverride(min_delay_s=7.0)
+    rig.run(rig.h.refresh_overrides(T0))
+    rig.run(rig.h.on_revoke(list(range(8))))
+    rig.run(rig.h.on_assign(list(range(8))))  # rebuilt with /2 queued and L1 live
+    rig.result(req, T0 + 1, fetch_s=0.05)
+    assert state.hosts[A].next_allowed_at == pytest.approx(T0 + 1 + 7.0, abs=0.002)
+    assert rig.tick(T0 + 7.5) == []  # 1 s (the global minimum) has long passed: the override holds the host
+    # At T0 + 8 the rebuilt queue's copy of /1 (finished) is skipped, which costs the host one delay.
+    assert [r.url for t in (8.01, 15.02, 22.03) for r in rig.tick(T0 + t)] == ["http://a.test/2"]
+
+
 def test_replayed_discovery_of_a_finished_url_leaves_no_durable_row(clock: Clock) -> None:
     # Seen in CI after kill -9: the rebuilt queue held /1, its pre-restart lease's result finished it, then
     # dedup's replay re-emitted /1. Memory skipped it at dispatch but the re-written row stayed for ever,
@@ -705,10 +719,13 @@ def test_a_finish_that_landed_without_its_politeness_is_repaired_by_the_replay(c
     again = Rig(clock, rig.state)  # rebuilt from Cassandra
     assert again.tick(T0 + 2) == []  # the live lease keeps the host blocked
     again.result(req, T0 + 3)  # the replayed result
-    hs = again.state.hosts[A]  # its politeness written: the lease cleared, the host timed from the lease
-    assert (hs.lease_id, hs.lease_expires_at, hs.next_allowed_at) == (None, None, T0 + LEASE_S)
+    # Its politeness written: the lease cleared, and the host timed from this result, no longer held until
+    # the restored lease's expiry (T0 + LEASE_S), which only stood in for a request that might be running.
+    hs = again.state.hosts[A]
+    assert (hs.lease_id, hs.lease_expires_at, hs.next_allowed_at) == (None, None, T0 + 3 + 1.0)
     assert (part(A), A, req.url_fp) not in again.state.queue
-    assert [r.url for r in again.tick(T0 + LEASE_S)] == ["http://a.test/2"]  # /1 is not fetched again
+    # /1 is not fetched again: its rebuilt copy is skipped (one delay), then /2 goes.
+    assert [r.url for t in (4.0, 5.01, 6.02) for r in again.tick(T0 + t)] == ["http://a.test/2"]
 
 
 def test_a_result_arriving_while_the_leases_are_written_does_not_lose_the_picked_url(clock: Clock) -> None:

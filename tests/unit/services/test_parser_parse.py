@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import codecs
+
 import pytest
 from streamcrawl_parser.parse import decode_body, is_html, parse_html, robots_directives
 
@@ -77,13 +79,24 @@ def test_title_and_visible_text() -> None:
     ('<meta http-equiv="Content-Type" content="text/html; charset=shift_jis"><p>日本語</p>'.encode("shift_jis"),
      "text/html", "shift_jis"),
     ("\ufeffhello".encode(), "text/html; charset=latin-1", "utf-8"),  # BOM wins over the header
-    (b"plain ascii", "text/html; charset=bogus-charset", None),
 ])
-def test_charset_detection(body: bytes, ctype: str, expected: str | None) -> None:
-    text, enc = decode_body(body, ctype)
-    if expected is not None:
-        assert enc == expected
-    assert isinstance(text, str)
+def test_charset_detection(body: bytes, ctype: str, expected: str) -> None:
+    _text, enc = decode_body(body, ctype)
+    assert enc == expected
+
+
+@pytest.mark.parametrize(("body", "want"), [
+    (b"plain ascii", "plain ascii"),
+    ("café crème".encode(), "café crème"),
+    (('<meta charset="rot13"><p>' + "Съешь же ещё этих мягких французских булок. " * 5 + "</p>").encode("cp1251"),
+     "французских булок"),
+])
+def test_unknown_or_lying_charset_falls_back_to_sniffing(body: bytes, want: str) -> None:
+    """A charset Python does not know (or that is not a text codec) is ignored: the body is decoded by
+    the next rule (meta, BOM, sniffing), never dropped, and the codec named is a real one."""
+    text, enc = decode_body(body, "text/html; charset=bogus-charset")
+    assert want in text
+    assert codecs.lookup(enc).name
 
 
 def test_charset_sniffed_without_declaration() -> None:
@@ -100,21 +113,21 @@ def test_xml_declaration_and_xhtml() -> None:
     assert is_html("application/xhtml+xml; charset=utf-8") and not is_html("application/pdf") and not is_html(None)
 
 
-@pytest.mark.parametrize("body", [
-    b"",
-    b"   \n\t ",
-    b"\x00" * 1000,
-    bytes(range(256)) * 200,
-    b"<div>" * 100_000 + b"deep" + b"</div>" * 100_000,
-    b'<a href="' + b"x" * 2_000_000 + b'">huge</a><a href="/ok">ok</a>',
-    b"<html><body><a href=",
-    b"<<<>>><a href='/\x00x'>n</a>\xff\xfe\xfd",
-    b"\xef\xbb\xbf",
+@pytest.mark.parametrize(("body", "links"), [
+    (b"", []),
+    (b"   \n\t ", []),
+    (b"\x00" * 1000, []),
+    (bytes(range(256)) * 200, []),
+    (b"<div>" * 100_000 + b"deep" + b"</div>" * 100_000, []),
+    (b'<a href="' + b"x" * 2_000_000 + b'">huge</a><a href="/ok">ok</a>', ["http://site.test/ok"]),
+    (b"<html><body><a href=", []),
+    (b"<<<>>><a href='/\x00x'>n</a>\xff\xfe\xfd", ["http://site.test/%EF%BF%BDx"]),  # NUL → U+FFFD
+    (b"\xef\xbb\xbf", []),
 ])
-def test_hostile_bodies_give_a_defined_result(body: bytes) -> None:
+def test_hostile_bodies_give_a_defined_result(body: bytes, links: list[str]) -> None:
     out = parse_html(body, URL, "text/html")
-    assert isinstance(out.out_links, list) and isinstance(out.text, str)
-    assert all(link.startswith("http") for link in out.out_links)
+    assert out.out_links == links
+    assert isinstance(out.text, str)
 
 
 def test_huge_attribute_is_dropped_but_others_kept() -> None:

@@ -1,0 +1,131 @@
+"""How the frontier dispatches: every tick, each owned partition's ready hosts get a lease (durable
+before its request exists) and a fetch request dated at the host's politeness time; leases whose result
+never came are settled at their expiry (streamcrawl_core.lease.on_expiry)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from prometheus_client import Counter, Gauge
+from streamcrawl_contracts.messages import FetchRequest
+from streamcrawl_contracts.topics import FETCH_REQUESTS
+from streamcrawl_core.fingerprint import url_fingerprint
+from streamcrawl_core.frontier import Frontier, FrontierItem
+from streamcrawl_core.lease import Extend, Hold, Lease, grant, on_expiry
+from streamcrawl_runtime.ports.loop import Output
+
+from streamcrawl_frontier.results import FrontierResults
+from streamcrawl_frontier.shards import UrlMeta
+
+log = logging.getLogger("streamcrawl.frontier")
+
+DISPATCHED = Counter("streamcrawl_frontier_dispatched_total", "Fetch requests leased")
+EXPIRED = Counter("streamcrawl_frontier_lease_expired_total", "Leases that expired and were re-queued")
+LEASE_WRITE_FAILURES = Counter("streamcrawl_frontier_lease_write_failures_total",
+                               "Leases not written (Cassandra unavailable); their hosts stay queued")
+QUEUED = Gauge("streamcrawl_frontier_queued", "URLs queued in owned partitions")
+
+Picked = tuple[Frontier, FrontierItem, Lease, UrlMeta]
+
+
+class FrontierDispatch(FrontierResults):
+    async def tick(self, now: float) -> Sequence[Output]:
+        await self.refresh_overrides(now)
+        await self._expire(now)
+        picked: list[Picked] = []
+        queued = 0
+        for part, fr in list(self.frontiers.items()):
+            while len(picked) < self.dispatch_per_tick and len(self.leases) + len(picked) < self.max_leases:
+                # Dispatch up to lookahead_s before the host's time; the request carries that time as
+                # not_before and the fetcher waits for it, so the hop through Kafka overlaps the delay.
+                item = fr.next(now + self.lookahead_s)
+                if item is None:
+                    break
+                if item.url in self.cancelled:
+                    self.cancelled.discard(item.url)
+                    fr.done(item.host, now, 0.0, 200)  # no request was made; the host keeps its timer
+                    # A replayed discovery may have written the row again after the URL was finished:
+                    # without this delete the durable queue keeps a URL that memory no longer has.
+                    fp = self.meta.pop(item.url).url_fp if item.url in self.meta else url_fingerprint(item.url)
+                    await self.state.queue_delete(part, item.host, fp)
+                    continue
+                meta = self.meta.get(item.url) or UrlMeta(url_fingerprint(item.url), 0, part)
+                picked.append((fr, item, grant(item.url, meta.url_fp, part, now, self.lease_s), meta))
+            queued += len(fr)
+        out = await self._lease(picked, now)
+        DISPATCHED.inc(len(out))
+        QUEUED.set(queued)
+        return out
+
+    async def _lease(self, picked: list[Picked], now: float) -> list[Output]:
+        """Write the tick's leases, then build the requests of those that landed. A lease is durable before
+        its request exists, so a restarted frontier keeps the host blocked until the lease expires. The
+        writes go out together: statements in flight at once cost less client CPU than the same statements
+        awaited one by one (docs/benchmarks-cql.md)."""
+        # Tracked before the writes: a result that arrives while they are in flight (a replay after a
+        # restart) must see its host as leased and be handled as stale. Otherwise it would complete the
+        # host in the Frontier, forgetting the URL just picked; a fenced answer to that URL's request
+        # could then not return it to the queue, and its durable row would never drain.
+        for _, item, lease, _ in picked:
+            self.leases.track(item.host, lease)
+        try:
+            results = await asyncio.gather(*(self.state.host_put_lease(item.host, lease.lease_id, item.url,
+                                                                       lease.expires_at)
+                                             for _, item, lease, _ in picked), return_exceptions=True)
+        except BaseException:
+            for fr, item, lease, _ in picked:
+                self.leases.untrack(item.host, lease)
+                fr.release(item.host, item.url, now)  # else the hosts stay in flight with no lease
+            raise
+        out: list[Output] = []
+        failed: BaseException | None = None
+        for (fr, item, lease, meta), res in zip(picked, results, strict=True):
+            if isinstance(res, BaseException):
+                self.leases.untrack(item.host, lease)
+                fr.release(item.host, item.url, now)  # back in the queue; a later tick tries again
+                failed = failed or res
+                continue
+            snap = fr.host_snapshot(item.host)
+            not_before = max(item.not_before, snap.next_allowed_at if snap else 0.0)
+            out.append(Output(FETCH_REQUESTS, item.host, FetchRequest(
+                url=item.url, host=item.host, url_fp=meta.url_fp, depth=meta.depth, kind=item.kind,
+                lease_id=lease.lease_id, lease_expires_at=lease.expires_at,
+                not_before=not_before if not_before > now else 0.0)))
+        if failed is not None:
+            LEASE_WRITE_FAILURES.inc(sum(isinstance(r, BaseException) for r in results))
+            log.warning("lease writes failed; their hosts stay queued", extra={"error": repr(failed)[:300]})
+        return out
+
+    async def _expire(self, now: float) -> None:
+        """Settle the leases whose (re)check time has come and whose result never arrived."""
+        while (due := self.leases.next_due(now)) is not None:
+            host, lease = due
+            # Did a request go out under the lease? The fetcher marks a lease started right before its
+            # request (and sends none in the lease's last seconds) and finished after it.
+            try:
+                marks = await self.state.host_lease(host)
+            except BaseException:
+                self.leases.recheck_at(host, lease, now)  # still leased: the next tick tries again
+                raise
+            if self.leases.get(host) is not lease:
+                continue  # its result arrived during the read
+            decision = on_expiry(lease.lease_id, marks, now, self.max_request_s)
+            if isinstance(decision, Extend):
+                # Started and not finished: the request may still be running in a live fetcher, so the
+                # lease stays in force until the longest request would be over (its result frees the host
+                # as usual). Freeing the host now let a second request in beside a running one.
+                self.leases.recheck_at(host, lease, decision.until)
+                continue
+            self.leases.end(host, lease.lease_id)
+            EXPIRED.inc()
+            fr = self.frontiers.get(lease.part)
+            if isinstance(decision, Hold) and fr is not None:
+                # Still no result after the longest request: the fetcher died or hangs. The host may have
+                # been busy with us since the start: it waits the 10x delay of that.
+                await self.hold(fr, host, lease.url, now, decision.fetch_s)
+                continue
+            if fr is not None:
+                fr.release(host, lease.url, now)
+            await self.state.host_put_lease(host, None, None, None)

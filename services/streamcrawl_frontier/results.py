@@ -1,0 +1,151 @@
+"""How the frontier handles fetch results: the host's next politeness time (from the end of the exchange
+on the fetcher's clock), back-off and retries, re-queueing pages whose lease went to robots.txt or the
+soft-404 probe, interrupted and stale results, and finishing URLs (the durable row and the done mark)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter
+from streamcrawl_contracts.messages import FetchResult
+from streamcrawl_core.frontier import Frontier
+
+from streamcrawl_frontier.shards import FrontierShards, UrlMeta
+
+INTERRUPTED = Counter("streamcrawl_frontier_interrupted_total",
+                      "Results of requests cut short by a fetcher's crash: URL re-queued, host held back")
+RETRIED = Counter("streamcrawl_frontier_retried_total", "Fetches re-queued after 429/503 or a network error")
+
+#: Outcomes worth another try: the host asked us to slow down (429/503) or did not answer. Other 4xx/5xx
+#: are answers. The host's back-off (politeness) spaces the retries.
+RETRY_STATUSES = frozenset({429, 503})
+MAX_ATTEMPTS = 5
+#: Outcomes whose lease was spent on robots.txt or the soft-404 probe: the page itself is still to fetch.
+LEASE_WITHOUT_PAGE = frozenset({"robots_fetched", "probe_fetched"})
+
+
+def retryable(res: FetchResult) -> bool:
+    return res.outcome == "network_error" or (res.outcome == "http_error" and res.status in RETRY_STATUSES)
+
+
+class FrontierResults(FrontierShards):
+    async def result(self, part: int, res: FetchResult) -> None:
+        fr = self.frontiers.get(part)
+        if fr is None:
+            return
+        now = self.clock()
+        # The politeness delay runs from the end of the exchange (fetcher clock; the fetcher enforces the
+        # next request's not_before on the same clock), not from when the result reached us: Kafka's
+        # latency is not added to every delay. Never later than now + 5 s (a fetcher clock gone wild).
+        # margin_s: the host's own clock may log the end of its response a little later than we saw it
+        # (the kernel or a garbage collection can hold the server process between its last write and
+        # its time stamp; the synthetic web freezes its heap for that reason);
+        # politeness is judged by the host's log. 10 ms covered every gap the synthetic web logged in
+        # docs/benchmarks-crawl-bound.md; a remote host's stamp is earlier than our ended_at anyway.
+        end = now if res.ended_at is None else min(res.ended_at + self.margin_s, now + 5.0)
+        # A truncated body: we stopped reading while the host was still sending, and it logs the end of
+        # the exchange only when a later write of its own fails, after we saw it; the 10x rule multiplies
+        # that difference (seen on a 12 MB page: 0.49 s in the host's log, ~0.4 s here). Count it twice.
+        fetch_s = res.fetch_s * 2.0 if res.truncated else res.fetch_s
+        if self.leases.end(res.host, res.lease_id) is not None:
+            if res.outcome == "lease_expired":
+                fr.release(res.host, res.url, now)
+                await self.state.host_put_lease(res.host, None, None, None)
+                return
+            if res.outcome == "interrupted":
+                await self._interrupted(fr, part, res, end, fetch_s, leased=True)
+                return
+            restored = self.restored.pop(res.host, None)
+            if restored is not None and restored[0] == res.lease_id:
+                # A lease restored by a rebuild: the host is not in flight here but blocked until the lease's
+                # expiry, standing in for the request. Now that its result is in, the host's persisted timer
+                # comes back and done() sets the next time from this exchange (with the host's override and
+                # back-off), instead of leaving the host blocked until the expiry.
+                snap = fr.host_snapshot(res.host)
+                fr.restore_host(res.host, restored[1], snap.backoff_level if snap else 0)
+            nxt = fr.done(res.host, end, fetch_s, res.status, res.crawl_delay_s, res.retry_after_s)
+        else:
+            # A result from before a restart, or a replay: apply its politeness without a local lease.
+            if res.outcome == "lease_expired":
+                return  # no request was made (a fenced replay): nothing to learn, nothing to free
+            if res.outcome == "interrupted":
+                if res.host not in self.leases:  # else a later lease is live: this one is long over
+                    await self._interrupted(fr, part, res, end, fetch_s, leased=False)
+                return
+            if res.host in self.leases:
+                # Another lease is live, so this result is stale for politeness; but the page was fetched,
+                # so the rebuilt queue's copy of it must not be fetched again.
+                if res.outcome not in LEASE_WITHOUT_PAGE and not retryable(res):
+                    await self.finish_url(fr, part, res.host, res.url, res.url_fp)
+                return
+            # done() on a host that is not in flight only ever pushes its timer later: a late result can
+            # never shorten a back-off or a delay already in force.
+            nxt = fr.done(res.host, end, fetch_s, res.status, res.crawl_delay_s, res.retry_after_s)
+        snap = fr.host_snapshot(res.host)
+        level = snap.backoff_level if snap else 0
+        if res.crawl_delay_s is not None:
+            self.set_params(fr, res.host, res.crawl_delay_s)
+        await self._settle(fr, part, res, nxt, level, now)
+
+    async def _settle(self, fr: Frontier, part: int, res: FetchResult, nxt: float, level: int, now: float) -> None:
+        """Write the host's timer and finish, retry or re-queue the URL."""
+        meta = self.meta.get(res.url)
+        attempts = (meta.attempts if meta else 0) + 1
+        retry = retryable(res) and attempts < MAX_ATTEMPTS
+        if res.outcome not in LEASE_WITHOUT_PAGE and not retry:
+            # The URL is done: the host's timer (which also clears the lease in host_state) and the finish in
+            # one unlogged batch. Its writes are idempotent but it is not atomic, and either part alone is
+            # repaired by the replayed result. Politeness alone leaves no lease in host_state: the replay
+            # is a result without a lease and finishes the URL. The finish alone leaves the lease: a
+            # rebuilt frontier keeps the host blocked until it expires and the replay (same lease id)
+            # writes both again. A failed request fails the message; its retry writes both again.
+            await self.state.host_politeness_and_finish(res.host, nxt, level, res.fetch_s * 1000.0,
+                                                        res.crawl_delay_s, part, res.url_fp, self.clock())
+            self.forget_url(fr, res.url)
+            return
+        # (also clears the lease in host_state)
+        await self.state.host_put_politeness(res.host, nxt, level, res.fetch_s * 1000.0, res.crawl_delay_s)
+        if res.outcome in LEASE_WITHOUT_PAGE:
+            # Only robots.txt (or the soft-404 probe) was requested under this lease: the page goes back.
+            fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=now)
+            if meta is None:
+                self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part)
+            return
+        RETRIED.inc()
+        fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=now)
+        self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part, attempts)
+
+    async def _interrupted(self, fr: Frontier, part: int, res: FetchResult, end: float, fetch_s: float,
+                           leased: bool) -> None:
+        """A request under the result's lease was under way when its fetcher stopped, and its outcome is
+        lost: the host may have served it for up to fetch_s, until ``end``. The URL keeps its place in the
+        queue (it is fetched again later: at-least-once), and the host waits the politeness delay of such a
+        fetch; no back-off, the host did nothing wrong."""
+        INTERRUPTED.inc()
+        # A rebuilt frontier (the URL is queued from its durable row, the host not in flight), or a replay
+        # of a result handled before: only the host's timer moves. A replay must not queue the URL again:
+        # it may have been fetched and finished since.
+        await self.hold(fr, res.host, res.url if leased else None, end, fetch_s)
+        if leased and fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=end) and res.url not in self.meta:
+            self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part)
+
+    async def hold(self, fr: Frontier, host: str, leased_url: str | None, end: float, fetch_s: float) -> None:
+        """A request to ``host`` whose outcome is unknown may have run for ``fetch_s`` until ``end``: the
+        leased URL (if any) goes back to its place, the host waits the 10x delay of such a fetch, and the
+        timer is written (which also ends the lease in host_state)."""
+        if leased_url is not None:
+            fr.release(host, leased_url, end, fetch_s=fetch_s)
+        nxt = fr.hold(host, end, fetch_s)  # after a release a no-op that returns the timer it set
+        snap = fr.host_snapshot(host)
+        await self.state.host_put_politeness(host, nxt, snap.backoff_level if snap else 0, fetch_s * 1000.0,
+                                             self.crawl_delays.get(host))
+
+    async def finish_url(self, fr: Frontier, part: int, host: str, url: str, url_fp: int) -> None:
+        """The URL is done for this cycle: drop its durable row and mark it done in url_state."""
+        await self.state.queue_finish(part, host, url_fp, self.clock())
+        self.forget_url(fr, url)
+
+    def forget_url(self, fr: Frontier, url: str) -> None:
+        """Once the finish is written: a queued copy (from a rebuild or a replayed discovery) is skipped
+        at dispatch."""
+        self.meta.pop(url, None)
+        if fr.is_known(url):
+            self.cancelled.add(url)

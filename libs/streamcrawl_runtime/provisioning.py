@@ -20,7 +20,6 @@ from streamcrawl_runtime.acsylla_session import BlockingSession
 from streamcrawl_runtime.connect import blocking_cql_session
 from streamcrawl_runtime.settings import StackSettings
 
-
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.cql$")
 
 

@@ -23,7 +23,7 @@ from streamcrawl_runtime.health import Check, HealthServer, Readiness
 from streamcrawl_runtime.kafka_loop import LoopConfig, RunLoop
 from streamcrawl_runtime.logs import setup_logging
 from streamcrawl_runtime.ports.loop import Handler
-from streamcrawl_runtime.settings import ServiceSettings, env_table
+from streamcrawl_runtime.settings import ServiceSettings, help_epilog
 
 log = logging.getLogger("streamcrawl.service")
 
@@ -51,9 +51,8 @@ def parse_args(service: str, description: str, settings_cls: type[ServiceSetting
                argv: Sequence[str] | None) -> argparse.Namespace:
     """``--help`` lists the service's environment variables; there are no other options: a service is
     configured through its environment only (12-factor), the same way on a laptop and in a pod."""
-    lines = [f"  {name:<44} {type_name:<8} {default}" for name, type_name, default in env_table(settings_cls)]
-    epilog = "environment variables (name, type, default):\n" + "\n".join(lines)
-    parser = argparse.ArgumentParser(prog=f"streamcrawl-{service}", description=description, epilog=epilog,
+    parser = argparse.ArgumentParser(prog=f"streamcrawl-{service}", description=description,
+                                     epilog=help_epilog(settings_cls),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     return parser.parse_args(argv)
 

@@ -92,17 +92,31 @@ def service_config(service: str) -> SettingsConfigDict:
     return SettingsConfigDict(env_prefix=f"{SHARED_PREFIX}{service.upper()}_", extra="ignore")
 
 
-def env_table(cls: type[BaseSettings]) -> list[tuple[str, str, str]]:
-    """(environment variable, type, default) of every field of a settings class and of the settings it
-    nests, for `--help`."""
-    rows: list[tuple[str, str, str]] = []
+_SECRET_WORDS = ("secret", "token", "access_key", "password")
+
+
+def env_rows(cls: type[BaseSettings]) -> list[tuple[str, str]]:
+    """(environment variable, default) of every field of a settings class and of the settings it nests,
+    for ``--help``. A secret's default is never shown."""
     prefix = str(cls.model_config.get("env_prefix", ""))
+    rows: list[tuple[str, str]] = []
     for name, info in cls.model_fields.items():
         ann = info.annotation
         if isinstance(ann, type) and issubclass(ann, BaseSettings):
-            rows.extend(env_table(ann))
+            rows.extend(env_rows(ann))
             continue
-        default = "" if info.default_factory is not None else repr(info.default)
-        type_name = getattr(ann, "__name__", str(ann))
-        rows.append((f"{prefix}{name}".upper(), type_name, default))
+        if info.default_factory is not None:
+            default = "(computed)"
+        elif any(w in name.lower() for w in _SECRET_WORDS):
+            default = "(set; not shown)" if info.default else "(empty)"
+        else:
+            default = repr(info.default)
+        rows.append((f"{prefix}{name}".upper(), default))
     return rows
+
+
+def help_epilog(cls: type[BaseSettings]) -> str:
+    """The ``--help`` text listing a service's environment variables."""
+    rows = sorted(set(env_rows(cls)))
+    width = max(len(env) for env, _ in rows)
+    return "settings (environment variables):\n" + "\n".join(f"  {env:<{width}}  default {d}" for env, d in rows)

@@ -11,7 +11,7 @@ import uvicorn
 from streamcrawl_runtime.connect import crawl_cql_session
 from streamcrawl_runtime.logs import setup_logging
 from streamcrawl_runtime.memory import InMemoryControlStore, InMemorySeedSink, InMemoryStats
-from streamcrawl_runtime.settings import env_table
+from streamcrawl_runtime.settings import help_epilog
 
 from streamcrawl_control.app import create_app
 from streamcrawl_control.cassandra_store import CassandraControlStore
@@ -22,9 +22,8 @@ log = logging.getLogger("streamcrawl.control")
 
 
 def main(argv: list[str] | None = None) -> None:
-    lines = [f"  {n:<44} {t:<8} {d}" for n, t, d in env_table(ControlSettings)]
-    argparse.ArgumentParser(prog="streamcrawl-control", description=__doc__,
-                            epilog="environment variables (name, type, default):\n" + "\n".join(lines),
+    argv = sys.argv[1:] if argv is None else argv
+    argparse.ArgumentParser(prog="streamcrawl-control", description=__doc__, epilog=help_epilog(ControlSettings),
                             formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     settings = ControlSettings()
     setup_logging("control", settings.log_level)
@@ -51,4 +50,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -55,7 +55,7 @@ def test_streamcrawl_help(installed: Path) -> None:
 def test_service_help_from_the_installed_scripts(installed: Path) -> None:
     res = _run([str(installed / "streamcrawl-fetcher"), "--help"])
     assert res.returncode == 0, res.stderr
-    assert "Runs leased fetch requests" in res.stdout and "STREAMCRAWL_KAFKA_BOOTSTRAP" in res.stdout
+    assert "The fetcher: for each leased fetch request" in res.stdout and "STREAMCRAWL_KAFKA_BOOTSTRAP" in res.stdout
     res = _run([str(installed / "streamcrawl"), "service", "parser", "--help"])
     assert res.returncode == 0 and "usage: streamcrawl-parser" in res.stdout, res.stderr
     for name in ("frontier", "dedup", "recrawl", "control"):

@@ -10,7 +10,7 @@ import importlib
 
 import pytest
 from pydantic_settings import BaseSettings
-from streamcrawl_cli.services import env_rows
+from streamcrawl_runtime.settings import env_rows
 
 from tests.unit.deploy.helmrun import env_of, full, one, render
 

@@ -356,3 +356,42 @@ def test_bloom_declined_batches_fall_back(monkeypatch: pytest.MonkeyPatch) -> No
     assert fast.to_bytes() == slow.to_bytes()  # nothing inserted by a rejected batch
     assert NATIVE is not None
     assert NATIVE.bloom_contains(fast._bits, fast.m + 8, fast.k, [1]) is None  # inconsistent size: declined
+
+
+# --- purity: the extension and the modules split from urls.py do no I/O ----------------------------
+
+
+@pytest.mark.parametrize("module", ["_native", "url_policy", "rfc3986", "url_host", "urls", "bloom", "simhash"])
+def test_core_modules_import_no_io_library(module: str) -> None:
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec(f"streamcrawl_core.{module}")
+    assert spec is not None and spec.origin is not None
+    with open(spec.origin, encoding="utf-8") as fh:
+        tree = ast.parse(fh.read())
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            imported.add(node.module.split(".")[0])
+    allowed = {"__future__", "array", "collections", "dataclasses", "functools", "idna", "ipaddress", "math",
+               "mmh3", "numpy", "re", "struct", "typing", "urllib", "warnings", "streamcrawl_core",
+               "streamcrawl_native"}  # fmt: skip
+    assert imported <= allowed, imported - allowed
+
+
+def test_rust_crate_does_no_io() -> None:
+    from pathlib import Path
+
+    crate = Path(__file__).resolve().parents[3] / "native"
+    manifest = (crate / "Cargo.toml").read_text(encoding="utf-8")
+    deps = manifest.split("[dependencies]", 1)[1].split("[", 1)[0]
+    assert [line.split("=")[0].strip() for line in deps.splitlines() if "=" in line] == ["pyo3"]
+    sources = list((crate / "src").glob("*.rs"))
+    assert len(sources) >= 5
+    for src in sources:
+        text = src.read_text(encoding="utf-8")
+        for banned in ("std::fs", "std::net", "std::process", "std::env", "std::io", "std::thread"):
+            assert banned not in text, (src.name, banned)

@@ -11,134 +11,40 @@ probe (an admin call, a CQL query, an S3 call) and fails with one line naming th
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 import uuid
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-STACK = Path(os.environ.get("STREAMCRAWL_STACK_DIR", ROOT / ".stack"))
-LOGS = STACK / "logs"
-RUN = STACK / "run"
-DATA = STACK / "data"
-HERE = ROOT / "stack"
-
-KAFKA_PORT = int(os.environ.get("STREAMCRAWL_KAFKA_PORT", "19092"))
-KAFKA_CONTROLLER_PORT = int(os.environ.get("STREAMCRAWL_KAFKA_CONTROLLER_PORT", "19093"))
-CASSANDRA_PORT = int(os.environ.get("STREAMCRAWL_CASSANDRA_PORT", "19042"))
-CASSANDRA_STORAGE_PORT = int(os.environ.get("STREAMCRAWL_CASSANDRA_STORAGE_PORT", "17000"))
-S3_PORT = int(os.environ.get("STREAMCRAWL_S3_PORT", "19000"))
-VERSITYGW_MODULE = "github.com/versity/versitygw/cmd/versitygw@v1.8.0"
-S3_ACCESS, S3_SECRET = "streamcrawl", "streamcrawl-secret"
-
-FETCH_TIMEOUT_S = 900
-READY_TIMEOUT_S = {"kafka": 120, "cassandra": 240, "s3": 30}
-
-
-class StackError(RuntimeError):
-    """One-line, user-facing failure: names the engine and the log to read."""
-
-
-def rel(path: Path) -> str:
-    """A path relative to the repository when it lies inside it (shorter messages), else absolute."""
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
-
-
-def log_path(name: str) -> Path:
-    return LOGS / f"{name}.log"
-
-
-def fail(engine: str, what: str, log: Path | None = None) -> StackError:
-    where = f" (see {rel(log)})" if log else ""
-    return StackError(f"stack: {engine}: {what}{where}")
-
-
-def port_in_use(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def run_logged(engine: str, cmd: list[str], log: Path, env: dict[str, str] | None = None,
-               timeout: float = FETCH_TIMEOUT_S, cwd: Path | None = None) -> None:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("ab") as fh:
-        fh.write(f"\n$ {' '.join(cmd)}\n".encode())
-        fh.flush()
-        try:
-            proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, timeout=timeout, cwd=cwd)
-        except subprocess.TimeoutExpired as exc:
-            raise fail(engine, f"'{cmd[0]}' did not finish in {timeout:.0f}s (a registry that does not answer?)",
-                       log) from exc
-        except FileNotFoundError as exc:
-            raise fail(engine, f"'{cmd[0]}' is not installed", log) from exc
-    if proc.returncode != 0:
-        raise fail(engine, f"'{' '.join(cmd[:3])} ...' failed with exit code {proc.returncode}", log)
-
-
-# ---------------------------------------------------------------- fetch (cached under .stack/)
-
-def _stamp(*paths: Path, extra: str = "") -> str:
-    h = hashlib.sha256(extra.encode())
-    for p in paths:
-        h.update(p.read_bytes())
-    return h.hexdigest()[:16]
-
-
-def _check_jars(engine: str, lib: Path, log: Path) -> None:
-    jars = list(lib.glob("*.jar"))
-    if not jars:
-        raise fail(engine, f"no jars in {lib}", log)
-    for jar in jars:
-        try:
-            with zipfile.ZipFile(jar) as zf:
-                zf.getinfo("META-INF/MANIFEST.MF") if "META-INF/MANIFEST.MF" in zf.namelist() else None
-        except (zipfile.BadZipFile, OSError) as exc:
-            jar.unlink(missing_ok=True)
-            raise fail(engine, f"corrupt download {jar.name} (removed; run again to re-fetch)", log) from exc
-
-
-def fetch_maven(engine: str) -> Path:
-    """Gather the engine's runtime jars with Maven (from the POM in stack/<engine>/)."""
-    pom = HERE / engine / "pom.xml"
-    lib = STACK / engine / "lib"
-    stamp_file = STACK / engine / ".fetched"
-    stamp = _stamp(pom)
-    if stamp_file.exists() and stamp_file.read_text() == stamp:
-        return lib
-    log = log_path(f"{engine}-fetch")
-    shutil.rmtree(lib, ignore_errors=True)
-    lib.mkdir(parents=True)
-    run_logged(engine, ["mvn", "-B", "-q", "--strict-checksums", "-f", str(pom), "dependency:copy-dependencies",
-                        f"-DoutputDirectory={lib}", "-DincludeScope=runtime"], log)
-    _check_jars(engine, lib, log)
-    stamp_file.write_text(stamp)
-    return lib
-
-
-def fetch_versitygw() -> Path:
-    """Build the versitygw S3 gateway (Apache-2.0) with `go install`, into .stack/bin."""
-    binary = STACK / "bin" / "versitygw"
-    stamp_file = STACK / "bin" / ".versitygw"
-    if binary.exists() and stamp_file.exists() and stamp_file.read_text() == VERSITYGW_MODULE:
-        return binary
-    log = log_path("s3-fetch")
-    env = dict(os.environ, GOBIN=str(binary.parent), GOFLAGS="-buildvcs=false")
-    binary.parent.mkdir(parents=True, exist_ok=True)
-    run_logged("s3", ["go", "install", VERSITYGW_MODULE], log, env=env)
-    run_logged("s3", [str(binary), "--version"], log, timeout=30)
-    stamp_file.write_text(VERSITYGW_MODULE)
-    return binary
-
+from stack_common import (  # the stack's own modules, beside this script
+    CASSANDRA_PORT,
+    CASSANDRA_STORAGE_PORT,
+    DATA,
+    HERE,
+    KAFKA_CONTROLLER_PORT,
+    KAFKA_PORT,
+    LOGS,
+    READY_TIMEOUT_S,
+    ROOT,
+    RUN,
+    S3_ACCESS,
+    S3_PORT,
+    S3_SECRET,
+    STACK,
+    StackError,
+    fail,
+    log_path,
+    port_in_use,
+    rel,
+    run_logged,
+)
+from stack_fetch import fetch_maven, fetch_versitygw
 
 # ---------------------------------------------------------------- processes
 

@@ -46,11 +46,10 @@ from streamcrawl_contracts.messages import (
 )
 from streamcrawl_contracts.topics import HOST_PARTITIONS, PAGE_FETCHED, URL_CANDIDATES, URLS
 from streamcrawl_core.blocklist import Blocklist
-from streamcrawl_core.fingerprint import url_fingerprint
-from streamcrawl_core.partition import host_key
+from streamcrawl_core.identity import url_identity
 from streamcrawl_core.simhash import from_signed64, hamming
 from streamcrawl_core.traps import HostBudget, QueryParamTracker, TrapConfig, check_url
-from streamcrawl_core.urls import UrlError, host_of, normalize
+from streamcrawl_core.urls import UrlError
 from streamcrawl_runtime.metrics import Children
 from streamcrawl_runtime.ports.errors import PoisonMessage
 from streamcrawl_runtime.ports.loop import Output, Record
@@ -233,16 +232,13 @@ class DedupHandler:
     def _links_out(self, urls: list[str], depth: int, source: str) -> list[Output]:
         """Normalize links and group them by target host: one UrlCandidates message per host."""
         by_host: dict[str, dict[str, int]] = {}  # host → {url: fingerprint}, in link order
-        for url in urls:
+        for raw in urls:
             try:
-                url = normalize(url)
-                host = host_key(host_of(url))
+                url, host, fp = url_identity(raw)
             except UrlError:
                 _URL_DECISION("malformed").inc()
                 continue
-            group = by_host.setdefault(host, {})
-            if url not in group:
-                group[url] = url_fingerprint(url)
+            by_host.setdefault(host, {}).setdefault(url, fp)
         return [Output(URL_CANDIDATES, host, UrlCandidates(host=host, depth=depth, source_url=source,
                                                            urls=list(group), url_fps=list(group.values())))
                 for host, group in by_host.items()]

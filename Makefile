@@ -18,7 +18,7 @@ export STREAMCRAWL_HELM := $(HELM)
 IMAGE        ?= streamcrawl:0.1.0
 
 .PHONY: help venv stack-up stack-down stack-status stack-reset test test-unit test-integration test-e2e \
-        lint schemas schemas-check run bench-core bench-crawl clean helm helm-check image
+        lint schemas schemas-check run bench-core bench-crawl bench-idle clean helm helm-check image
 
 help:
 	@echo "make run            start the stack and every service, crawl the bundled synthetic web (Ctrl-C stops)"
@@ -28,7 +28,8 @@ help:
 	@echo "make helm-check     build helm, lint + render the chart (both values files), validate every manifest"
 	@echo "make image          build the container image with buildah (vfs storage) and run one service from it"
 	@echo "make bench-core     core library benchmarks (docs/benchmarks.md)"
-	@echo "make bench-crawl    whole crawl vs Scrapy: 2,000 hosts (CPU-bound) and 10 deep hosts (politeness-bound)"
+	@echo "make bench-crawl    whole crawl vs Scrapy: 2,000 hosts (CPU-bound), 10 deep and 100 small hosts (politeness-bound)"
+	@echo "make bench-idle     what the five services cost with nothing to fetch"
 
 # The venv is rebuilt when a requirements file changes.
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
@@ -131,6 +132,12 @@ bench-crawl: stack-up
 	$(VPY) -m pip install -q -r requirements-bench.txt
 	$(VPY) bench/crawl_bench.py --hosts 2000 --duration 360 --out docs/benchmarks-crawl.md
 	$(VPY) bench/crawl_bench.py --hosts 10 --profile deep --duration 300 --out docs/benchmarks-crawl-bound.md
+	$(VPY) bench/crawl_bench.py --hosts 100 --profile polite --duration 240 --until-coverage \
+	  --out docs/benchmarks-crawl-polite.md
+
+# What a crawl with nothing to fetch costs: the five services, no seeds, 60 s (docs/benchmarks-idle.md).
+bench-idle: stack-up
+	$(VPY) bench/idle_cost.py --duration 60 --repeats 3 --out docs/benchmarks-idle.md
 
 clean: stack-down
 	rm -rf $(VENV) .stack

@@ -26,7 +26,9 @@ from typing import Any
 
 import acsylla
 from acsylla import errors as cass_errors
+from prometheus_client import Counter
 
+from streamcrawl_runtime.metrics import Children
 from streamcrawl_runtime.ports.cql import Write
 from streamcrawl_runtime.ports.errors import TransientError
 
@@ -66,6 +68,21 @@ class _AsTransient:
 
 
 _AS_TRANSIENT = _AsTransient()
+
+# Statements by table and verb (a batch counts each of its statements, and once under op "batch"), so a
+# benchmark can say how many of each a crawled page costs (bench/crawl_bench.py reads /metrics).
+STATEMENTS = Counter("streamcrawl_cql_statements_total", "CQL statements sent, by table and verb",
+                     ["table", "op"])
+_STATEMENTS = Children(STATEMENTS)
+_TABLE = re.compile(r"\b(?:FROM|INTO|UPDATE|TABLE)\s+(?:\w+\.)?(\w+)", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=1024)
+def statement_kind(cql: str) -> tuple[str, str]:
+    """(table, verb) of a CQL statement, for the statement counter: ``("url_state", "select")``."""
+    verb = cql.lstrip().split(None, 1)[0].lower() if cql.strip() else "other"
+    m = _TABLE.search(cql)
+    return (m.group(1).lower() if m else "other"), verb
 
 
 def _clean(name: str) -> str:
@@ -131,6 +148,7 @@ class AcsyllaSession:
 
     async def execute(self, cql: str, params: Sequence[Any], page_size: int | None = None) -> list[Any]:
         session, stmt = await self._bound(cql, params, page_size)
+        _STATEMENTS(*statement_kind(cql)).inc()
         rows: list[Any] = []
         while True:
             with _AS_TRANSIENT:
@@ -151,8 +169,10 @@ class AcsyllaSession:
         for cql, params in writes:
             session, stmt = await self._bound(cql, params)
             batch.add_statement(stmt)
+            _STATEMENTS(*statement_kind(cql)).inc()
         if session is None:
             return
+        _STATEMENTS("batch", "batch").inc()
         with _AS_TRANSIENT:
             await session.execute_batch(batch)
 

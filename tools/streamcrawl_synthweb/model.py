@@ -97,6 +97,14 @@ PROFILES: dict[str, Profile] = {
         pages_per_host=(400, 500),
         kind_weights={NORMAL: 1.0},
     ),
+    # About a hundred ordinary hosts with a few dozen pages each: a crawl the politeness delay bounds
+    # (the largest host's pages x 1 s) with little work per second, like most real crawls (issue 15's
+    # time-to-coverage and light-load CPU benchmark).
+    "polite": Profile(
+        name="polite",
+        pages_per_host=(12, 32),
+        kind_weights={NORMAL: 1.0},
+    ),
 }
 
 

@@ -19,6 +19,8 @@ BENCH = Path(__file__).resolve().parents[3] / "bench"
 
 
 def _load(name: str) -> ModuleType:
+    if str(BENCH) not in sys.path:  # the bench's modules import each other as siblings (as when run as a script)
+        sys.path.insert(0, str(BENCH))
     spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
@@ -28,6 +30,7 @@ def _load(name: str) -> ModuleType:
 
 
 cb = _load("crawl_bench")
+sides = sys.modules["crawl_sides"]
 
 
 def e(start: float, end: float | None = None, host: str = "h0001.synth.test", path: str = "/p/1.html",
@@ -256,7 +259,8 @@ def test_run_streamcrawl_flow_with_fake_services(tmp_path: Path, monkeypatch: py
             return len(urls)
 
     monkeypatch.setattr(launcher, "Crawl", FakeCrawl)
-    monkeypatch.setattr(cb, "infra_pids", lambda: {"kafka": os.getpid()})
+    monkeypatch.setattr(sides.cpu, "infra_pids", lambda: {"kafka": os.getpid()})
+    monkeypatch.setattr(sides.cpu, "scrape", lambda: {})
     args = cb.parse_args(["--hosts", "20", "--duration", "4", "--profile", "fast", "--bin", "2",
                           "--http-port", str(_free_port()), "--dns-port", str(_free_port())])
     r = cb.run_streamcrawl(args, cb.fresh_dir(tmp_path / "sc"))
@@ -269,3 +273,87 @@ def test_run_streamcrawl_flow_with_fake_services(tmp_path: Path, monkeypatch: py
     assert 5 <= r.counts.pages == r.counts.requests <= 4 / 0.2 + 2
     assert r.pages_per_s == pytest.approx(r.counts.pages / r.window_s)
     assert r.violations["overlaps"] == 0
+    assert r.launcher_cpu_s >= 0 and r.ended_by == "window"
+    assert r.counters["launcher"] == {"produced|streamcrawl.seeds": 20.0}
+
+
+# ------------------------------------------------------------------ counters, coverage, the new tables
+
+METRICS = """# HELP streamcrawl_outputs_total Records produced
+# TYPE streamcrawl_outputs_total counter
+streamcrawl_outputs_total{service="dedup",topic="streamcrawl.urls"} 7.0
+streamcrawl_outputs_total{service="dedup",topic="page_fetched"} 3.0
+# TYPE streamcrawl_messages_total counter
+streamcrawl_messages_total{outcome="ok",service="dedup",topic="streamcrawl.parsed"} 3.0
+streamcrawl_messages_total{outcome="dead_letter",service="dedup",topic="streamcrawl.parsed"} 1.0
+# TYPE streamcrawl_cql_statements_total counter
+streamcrawl_cql_statements_total{op="select",table="url_state"} 4.0
+streamcrawl_cql_statements_total{op="insert",table="url_state"} 2.0
+# TYPE other_total counter
+other_total 9.0
+"""
+
+
+def test_parse_metrics_sums_the_counters_by_row() -> None:
+    got = sys.modules["crawl_cpu"].parse_metrics(METRICS)
+    assert got == {("produced", "streamcrawl.urls"): 7.0, ("produced", "page_fetched"): 3.0,
+                   ("consumed", "streamcrawl.parsed"): 4.0, ("cql", "url_state select"): 4.0,
+                   ("cql", "url_state insert"): 2.0}
+    delta = sys.modules["crawl_cpu"].counts_delta({"dedup": {("cql", "url_state select"): 1.0}},
+                                                  {"dedup": got})
+    assert delta["dedup"][("cql", "url_state select")] == 3.0
+
+
+def test_statement_kind_names_table_and_verb() -> None:
+    from streamcrawl_runtime.acsylla_session import statement_kind
+
+    assert statement_kind("SELECT a FROM url_state WHERE host = ?") == ("url_state", "select")
+    assert statement_kind("INSERT INTO ks.frontier_queue (a) VALUES (?)") == ("frontier_queue", "insert")
+    assert statement_kind("UPDATE host_state SET x = ? WHERE host = ?") == ("host_state", "update")
+    assert statement_kind("DELETE FROM due_index WHERE b = ?") == ("due_index", "delete")
+
+
+def test_truth_lower_bound_and_coverage(tmp_path: Path) -> None:
+    log_mod = sys.modules["crawl_log"]
+    truth = log_mod.Truth(frozenset({("a", "/"), ("a", "/1"), ("b", "/")}), {"a": 2, "b": 1}, {"b": 5.0})
+    assert truth.lower_bound_s == 5.0  # b: 1 page x its 5 s Crawl-delay beats a: 2 pages x 1 s
+    entries = [e(10.0, 10.1, host="a", path="/"), e(11.0, 11.2, host="a", path="/1", status=503),
+               e(12.5, 12.6, host="a", path="/1"), e(13.0, 13.1, host="b", path="/"),
+               e(14.0, 14.1, host="b", path="/")]
+    assert log_mod.coverage(entries, truth, 10.0) == (1.0, pytest.approx(3.1))
+    assert log_mod.coverage(entries[:3], truth, 10.0) == (pytest.approx(2 / 3), None)
+    path = tmp_path / "requests.jsonl"
+    tail = log_mod.CoverageTail(path, truth)
+    assert tail.poll() == 0
+    lines = [x.to_json() for x in entries]
+    path.write_text("\n".join(lines[:3]) + "\n" + lines[3][:20])  # a torn last line
+    assert tail.poll() == 2 and not tail.complete
+    with path.open("a") as fh:
+        fh.write(lines[3][20:] + "\n")
+    assert tail.poll() == 3 and tail.complete
+
+
+def test_ground_truth_of_the_polite_profile() -> None:
+    truth = sys.modules["crawl_log"].ground_truth(100, 7, "polite", 8480)
+    assert len(truth.per_host) == 100
+    assert all(12 <= n <= 40 for n in truth.per_host.values())
+    assert truth.lower_bound_s == max(truth.per_host.values())
+
+
+def test_render_has_the_per_process_and_counter_tables() -> None:
+    args = cb.parse_args(["--hosts", "100", "--duration", "60", "--until-coverage", "--profile", "polite"])
+    info = {"cores": 2, "cpu": "cpu", "python": "3.11", "kernel": "k", "load": (1.0, 1.0, 1.0),
+            "load_start": (2.0, 2.0, 2.0)}
+    sc = _result("streamcrawl", 1000, 0.0)
+    sc.crawler_cpu = {"frontier": 1.0, "fetcher": 2.0, "parser": 1.0, "dedup": 1.0, "recrawl": 0.5}  # type: ignore[attr-defined]
+    sc.infra_cpu = {"kafka": 2.0, "cassandra": 3.0, "versitygw": 0.5}  # type: ignore[attr-defined]
+    sc.counters = {"dedup": {"produced|streamcrawl.urls": 2000.0, "cql|url_state insert": 1000.0}}  # type: ignore[attr-defined]
+    sc.coverage_frac, sc.coverage_s = 1.0, 36.0  # type: ignore[attr-defined]
+    sp = _result("scrapy", 1000, 3.0)
+    truth = sys.modules["crawl_log"].Truth(frozenset({("a", "/")}), {"a": 30}, {})
+    md = cb.render({"streamcrawl": [sc], "scrapy": [sp]}, args, info, "cmd", truth)
+    assert "| fetcher | 2.0 | 2.00 | 0.67× |" in md  # 2 CPU-s over 1,000 pages vs Scrapy's 3 ms per page
+    assert "| **all five services** | 5.5 | 5.50 | 1.83× |" in md
+    assert "| streamcrawl.urls | 2,000 | 2.00 | dedup 2,000 |" in md
+    assert "| url_state insert | 1,000 | 1.00 | dedup 1,000 |" in md
+    assert "Politeness lower bound 30.0 s" in md and "| **÷ the lower bound** | 1.20 | not reached |" in md

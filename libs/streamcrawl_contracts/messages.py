@@ -106,6 +106,10 @@ class FetchResult(Envelope):
     outcome is `probe_fetched` (`status` = the probe's status). `soft_404`: a 200 page whose body matches
     the host's nonsense-path answer (a "not found" page served with 200); its body is not stored.
 
+    `blocked_address`: the host's name resolved to an address the SSRF guard refuses (private, loopback,
+    link-local, cloud metadata...; see streamcrawl_core.addresses): no connection was opened, the URL is
+    recorded (url_state status `blocked`) and not retried.
+
     `interrupted`: a request replayed after the fetcher stopped (kill -9, OOM) while a request under the same
     lease was already under way; its outcome was lost. No new request is made: `started_at` is when that
     request began, `ended_at` when it ended at the latest (the replay), `fetch_s` its longest possible length.
@@ -126,7 +130,7 @@ class FetchResult(Envelope):
     lease_id: str
     outcome: Literal["fetched", "not_modified", "http_error", "network_error", "robots_disallowed",
                      "robots_unavailable", "robots_fetched", "probe_fetched", "soft_404", "redirect",
-                     "dns_error", "lease_expired", "interrupted"]
+                     "dns_error", "blocked_address", "lease_expired", "interrupted"]
     status: int | None = None
     error: str | None = None
     started_at: float

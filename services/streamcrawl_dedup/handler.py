@@ -324,7 +324,8 @@ class DedupHandler:
             return []  # fetched pages are handled from the parsed topic; the others fetched no page
         prev = await self.state.url_get(res.host, res.url_fp)
         status = {"not_modified": "fetched", "redirect": "redirected", "robots_disallowed": "disallowed",
-                  "robots_unavailable": "disallowed", "soft_404": "soft404"}.get(res.outcome, "error")
+                  "robots_unavailable": "disallowed", "soft_404": "soft404",
+                  "blocked_address": "blocked"}.get(res.outcome, "error")
         st = prev or UrlState(res.host, res.url_fp, res.url, res.depth)
         st.status = status
         st.http_status = res.status

@@ -1,5 +1,11 @@
 """Host name → IP address for the fetcher: dnspython against a configured server, with a TTL cache,
-negative caching and an allow-list of networks.
+negative caching and the SSRF guard (streamcrawl_core.addresses: private, loopback, link-local, metadata
+and other special addresses are refused unless an allow-list opens them).
+
+Every address returned has been checked, and it is the address the request connects to (fetch.py puts
+it in the request URL; the Host header and the SNI name carry the name): no second lookup happens
+between the check and the connection, so a rebinding DNS answer cannot slip in. Of several addresses in
+an answer the first one the policy accepts is used; when none is, the first one's refusal is raised.
 
 Why not the OS resolver: the crawler must resolve through a server we choose (the synthetic web's DNS
 in tests and demos), must see TTLs to cache correctly, and must cache failures (RFC 2308) so that one
@@ -21,24 +27,19 @@ import dns.asyncresolver
 import dns.exception
 import dns.resolver
 from prometheus_client import Counter
+from streamcrawl_core.addresses import AddressPolicy, IpNetwork, connect_address, parse_networks
 
 from streamcrawl_fetcher.ports import AddressNotAllowed, DnsError
 
 DNS_LOOKUPS = Counter("streamcrawl_fetcher_dns_lookups", "DNS lookups by result", ["result"])
-
-IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+BLOCKED = Counter("streamcrawl_fetcher_blocked_addresses", "Addresses refused by the SSRF guard")
 
 __all__ = ["AddressNotAllowed", "DnsError", "Resolver", "parse_networks"]
 
 
-def parse_networks(spec: str) -> tuple[IpNetwork, ...]:
-    """'127.0.0.0/8, ::1/128' → networks; an empty spec means 'any address'."""
-    return tuple(ipaddress.ip_network(part.strip(), strict=False) for part in spec.split(",") if part.strip())
-
-
 @dataclass(frozen=True)
 class _Entry:
-    ip: str | None
+    ips: tuple[str, ...]
     error: str | None
     expires_at: float
 
@@ -58,13 +59,13 @@ class Resolver:
         max_entries: int = 100_000,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.allowed = allowed_networks
+        self.policy = AddressPolicy(allowed_networks)
         self.negative_ttl_s, self.error_ttl_s = negative_ttl_s, error_ttl_s
         self.min_ttl_s, self.max_ttl_s, self.default_ttl_s = min_ttl_s, max_ttl_s, default_ttl_s
         self.max_entries = max_entries
         self.clock = clock
         self._cache: OrderedDict[str, _Entry] = OrderedDict()
-        self._allowed_ips: set[str] = set()  # addresses already found inside allowed_networks
+        self._verdicts: dict[str, tuple[str | None, str]] = {}  # address → (refusal, connect address)
         self._system = server == "system"
         self._dns: dns.asyncresolver.Resolver | None = None
         if not self._system:
@@ -76,15 +77,36 @@ class Resolver:
             r.cache = None  # our own cache also keeps negative answers
             self._dns = r
 
-    def check_allowed(self, ip: str) -> None:
-        if not self.allowed or ip in self._allowed_ips:
-            return
-        addr = ipaddress.ip_address(ip)
-        if not any(addr in net for net in self.allowed):
-            raise AddressNotAllowed(f"address {ip} is outside allowed_networks")
-        if len(self._allowed_ips) >= self.max_entries:  # parsing an address costs more than the lookup
-            self._allowed_ips.clear()
-        self._allowed_ips.add(ip)
+    def _verdict(self, ip: str) -> tuple[str | None, str]:
+        """(why the policy refuses ``ip`` or None, the address to connect to), memoized: parsing and
+        classifying an address costs more than a cache hit of the lookup itself."""
+        verdict = self._verdicts.get(ip)
+        if verdict is None:
+            try:
+                addr = ipaddress.ip_address(ip)
+            except ValueError:
+                verdict = (f"not an IP address: {ip[:100]!r}", ip)
+            else:
+                verdict = (self.policy.refusal(addr), str(connect_address(addr)))
+            if len(self._verdicts) >= self.max_entries:
+                self._verdicts.clear()
+            self._verdicts[ip] = verdict
+        return verdict
+
+    def check_allowed(self, ip: str) -> str:
+        """The address to connect to for ``ip``; AddressNotAllowed when the policy refuses it."""
+        refusal, target = self._verdict(ip)
+        if refusal is not None:
+            BLOCKED.inc()
+            raise AddressNotAllowed(refusal)
+        return target
+
+    def _pick(self, ips: tuple[str, ...]) -> str:
+        for ip in ips:
+            refusal, target = self._verdict(ip)
+            if refusal is None:
+                return target
+        return self.check_allowed(ips[0])  # raises
 
     async def resolve(self, host: str) -> str:
         """An IP for `host` (an IP literal is returned as is). Raises DnsError or AddressNotAllowed."""
@@ -96,23 +118,21 @@ class Resolver:
             except ValueError:
                 pass
             else:
-                self.check_allowed(literal)
-                return literal
+                return self.check_allowed(literal)
         now = self.clock()
         entry = self._cache.get(host)
         if entry is not None and entry.expires_at > now:
             self._cache.move_to_end(host)
-            DNS_LOOKUPS.labels("hit" if entry.ip else "negative_hit").inc()
+            DNS_LOOKUPS.labels("hit" if entry.ips else "negative_hit").inc()
         else:
             entry = await self._lookup(host, now)
             self._cache[host] = entry
             self._cache.move_to_end(host)
             while len(self._cache) > self.max_entries:
                 self._cache.popitem(last=False)
-        if entry.ip is None:
+        if not entry.ips:
             raise DnsError(entry.error or "unresolved", host)
-        self.check_allowed(entry.ip)
-        return entry.ip
+        return self._pick(entry.ips)
 
     def _ttl(self, ttl: float) -> float:
         return min(max(ttl, self.min_ttl_s), self.max_ttl_s)
@@ -126,7 +146,7 @@ class Resolver:
                 answer = await self._dns.resolve(host, rdtype, search=False)
             except dns.resolver.NXDOMAIN:
                 DNS_LOOKUPS.labels("nxdomain").inc()
-                return _Entry(None, "NXDOMAIN", now + self.negative_ttl_s)
+                return _Entry((), "NXDOMAIN", now + self.negative_ttl_s)
             except dns.resolver.NoAnswer:
                 continue  # NODATA for A: try AAAA
             except dns.resolver.NoNameservers:
@@ -142,11 +162,11 @@ class Resolver:
             if rrset is None or len(rrset) == 0:
                 continue
             DNS_LOOKUPS.labels("resolved").inc()
-            return _Entry(str(next(iter(rrset))), None, now + self._ttl(float(rrset.ttl)))
+            return _Entry(tuple(str(r) for r in rrset), None, now + self._ttl(float(rrset.ttl)))
         DNS_LOOKUPS.labels("error").inc()
         # NODATA is a negative answer (RFC 2308) like NXDOMAIN; SERVFAIL/timeouts may be brief.
         ttl = self.negative_ttl_s if last_error == "no_address" else self.error_ttl_s
-        return _Entry(None, last_error, now + ttl)
+        return _Entry((), last_error, now + ttl)
 
     async def _lookup_system(self, host: str, now: float) -> _Entry:
         loop = asyncio.get_running_loop()
@@ -155,12 +175,12 @@ class Resolver:
         except socket.gaierror as exc:
             DNS_LOOKUPS.labels("error").inc()
             nx = exc.errno in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME))
-            return _Entry(None, "NXDOMAIN" if nx else f"resolver error {exc.errno}",
+            return _Entry((), "NXDOMAIN" if nx else f"resolver error {exc.errno}",
                           now + (self.negative_ttl_s if nx else self.error_ttl_s))
-        for family in (socket.AF_INET, socket.AF_INET6):
-            for fam, _t, _p, _c, sockaddr in infos:
-                if fam == family:
-                    DNS_LOOKUPS.labels("resolved").inc()
-                    return _Entry(str(sockaddr[0]), None, now + self.default_ttl_s)
+        ips = tuple(dict.fromkeys(str(sockaddr[0]) for family in (socket.AF_INET, socket.AF_INET6)
+                                  for fam, _t, _p, _c, sockaddr in infos if fam == family))
+        if ips:
+            DNS_LOOKUPS.labels("resolved").inc()
+            return _Entry(ips, None, now + self.default_ttl_s)
         DNS_LOOKUPS.labels("error").inc()
-        return _Entry(None, "no_address", now + self.negative_ttl_s)
+        return _Entry((), "no_address", now + self.negative_ttl_s)

@@ -3,8 +3,10 @@
 A fetched body is written to the blob store before its result is emitted; when its stored (gzip) form is
 at most `FetchPolicy.inline_body_max_bytes` it is also carried in the result (`body_gz`) for the parser.
 
-Outcomes that need no page request: lease_expired, dns_error, robots_unavailable, robots_disallowed and
-robots_fetched (robots.txt was not cached, so this lease was spent fetching it; the frontier re-queues).
+Outcomes that need no page request: lease_expired, dns_error, blocked_address (the SSRF guard refused the
+address the name resolved to: no connection is opened, the URL is not retried), robots_unavailable,
+robots_disallowed and robots_fetched (robots.txt was not cached, so this lease was spent fetching it; the
+frontier re-queues).
 With `status` on robots_* results = the robots.txt status when it was fetched for this request.
 
 Soft 404s: once robots.txt is known, a host whose answer to a nonsense path is not known yet gets that
@@ -190,7 +192,7 @@ class FetcherHandler(StatelessHandler):
         except DnsError as exc:
             return _dns_failure(result, exc)
         except AddressNotAllowed as exc:
-            return result("network_error", error=str(exc))
+            return result("blocked_address", error=str(exc))
 
         rules = await self.robots.cached(req.host, started)
         fetched_robots = rules is None
@@ -234,7 +236,9 @@ class FetcherHandler(StatelessHandler):
             resp = await self.http.get(req.url, self.policy.max_body_bytes, headers)
         except DnsError as exc:
             return _dns_failure(result, exc, crawl_delay_s=delay)
-        except (AddressNotAllowed, NetworkError) as exc:
+        except AddressNotAllowed as exc:  # the name moved to a refused address since the check above
+            return result("blocked_address", error=str(exc), crawl_delay_s=delay)
+        except NetworkError as exc:
             return result("network_error", error=str(exc), crawl_delay_s=delay,
                           fetch_s=time.perf_counter() - t0)
         except UrlError as exc:

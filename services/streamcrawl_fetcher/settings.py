@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
+from streamcrawl_core.addresses import parse_networks
 from streamcrawl_runtime.settings import ServiceSettings, service_config
 
 DEFAULT_USER_AGENT = "streamcrawl/0.1 (+https://github.com/streamcrawl/streamcrawl; crawler contact)"
@@ -41,8 +42,17 @@ class FetcherSettings(ServiceSettings):
     dns_port: int = 8553
     dns_timeout_s: float = 3.0
     dns_negative_ttl_s: float = 300.0
-    # Comma-separated CIDRs the crawler may connect to; empty = any. Demos and tests use 127.0.0.0/8.
+    # The SSRF guard refuses private, loopback, link-local, CGNAT, multicast, reserved and cloud metadata
+    # addresses (streamcrawl_core.addresses). Comma-separated CIDRs listed here are opened on purpose (the
+    # launcher and the tests open 127.0.0.0/8, where the synthetic web lives); metadata endpoints never are.
+    # Empty (the default, and the chart's): the public internet only.
     allowed_networks: str = ""
+
+    @field_validator("allowed_networks")
+    @classmethod
+    def _networks(cls, value: str) -> str:
+        parse_networks(value)  # a typo fails at start-up, not silently
+        return value
 
     robots_max_age_s: float = 86400.0
     robots_unreachable_retry_s: float = 3600.0

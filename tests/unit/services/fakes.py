@@ -22,10 +22,11 @@ from streamcrawl_core.traps import SOFT404_PROBE_PREFIX
 
 
 class TinyDNS:
-    """UDP DNS server in a thread: A records from `records`; names in `nxdomain` → NXDOMAIN,
-    in `servfail` → SERVFAIL, anything else → NXDOMAIN."""
+    """UDP DNS server in a thread: A and AAAA records from `records` (a name's value is an address or a
+    list of them; IPv6 ones are its AAAA records); names in `servfail` → SERVFAIL, unknown names → NXDOMAIN,
+    a known name without records of the asked type → NODATA."""
 
-    def __init__(self, records: dict[str, str], servfail: set[str] | None = None) -> None:
+    def __init__(self, records: dict[str, str | list[str]], servfail: set[str] | None = None) -> None:
         self.records = records
         self.servfail = servfail or set()
         self.queries: list[str] = []
@@ -51,8 +52,12 @@ class TinyDNS:
             self.queries.append(name)
             if name in self.servfail:
                 resp.set_rcode(dns.rcode.SERVFAIL)
-            elif name in self.records and q.rdtype == dns.rdatatype.A:
-                resp.answer.append(dns.rrset.from_text(q.name, 60, "IN", "A", self.records[name]))
+            elif name in self.records and q.rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA):
+                value = self.records[name]
+                six = q.rdtype == dns.rdatatype.AAAA
+                ips = [ip for ip in ([value] if isinstance(value, str) else value) if (":" in ip) == six]
+                if ips:
+                    resp.answer.append(dns.rrset.from_text_list(q.name, 60, "IN", "AAAA" if six else "A", ips))
             elif name not in self.records:
                 resp.set_rcode(dns.rcode.NXDOMAIN)
             self.sock.sendto(resp.to_wire(), addr)

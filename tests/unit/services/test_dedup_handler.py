@@ -371,7 +371,8 @@ def test_redirect_becomes_a_candidate_for_the_target() -> None:
 
 @pytest.mark.parametrize("outcome,status,expected", [("robots_disallowed", None, "disallowed"),
                                                      ("http_error", 404, "error"), ("not_modified", 304, "fetched"),
-                                                     ("soft_404", 200, "soft404")])
+                                                     ("soft_404", 200, "soft404"),
+                                                     ("blocked_address", None, "blocked")])
 def test_other_outcomes_only_record_status(outcome: str, status: int | None, expected: str) -> None:
     rig = Rig()
     rig.page("http://a.test/p", "h1")

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 
 import pytest
+from aiohttp import web as aioweb
 from prometheus_client import REGISTRY
 from pydantic import ValidationError
 from streamcrawl_contracts.messages import FetchRequest, FetchResult, ParsedPage
@@ -315,8 +316,50 @@ def test_dns_timeout_is_a_network_error_the_frontier_retries(dns_server: TinyDNS
 
 def test_address_outside_allowed_networks_is_refused(rig: Rig) -> None:
     res = rig.run(rig.request("/", host="far.test"))
-    assert res.outcome == "network_error" and "allowed_networks" in (res.error or "")
-    assert rig.web.seen == []
+    assert res.outcome == "blocked_address" and "private address 10.1.2.3" in (res.error or "")
+    assert res.status is None and rig.web.seen == []
+
+
+@pytest.mark.parametrize(("answer", "why"), [
+    ("127.0.0.1", "loopback"), ("169.254.169.254", "metadata"), ("10.0.0.7", "private"),
+    ("100.100.100.200", "metadata"), ("192.168.1.1", "private"), ("0.0.0.0", "this-network")])
+def test_the_default_guard_refuses_a_public_name_that_resolves_inside(web: ScriptedHTTP, answer: str,
+                                                                       why: str) -> None:
+    """No allow-list (the settings' and the chart's default): a public-looking name whose DNS answers a
+    loopback, private or metadata address gets no connection at all, robots.txt included."""
+    name = "www.shop-example.com"
+    dns_srv = TinyDNS({name: answer})
+    try:
+        settings = FetcherSettings(dns_server="127.0.0.1", dns_port=dns_srv.port)
+        assert settings.allowed_networks == ""
+        handler = build_handler(settings, state=MemoryCrawlState(), blobs=MemoryBlobStore())  # type: ignore[arg-type]
+        url = f"http://{name}:{web.port}/"
+        req = FetchRequest(url=url, host=name, url_fp=url_fingerprint(url), lease_id="L",
+                           lease_expires_at=time.time() + 60)
+
+        async def go() -> FetchResult:
+            try:
+                return await handler.fetch(req, maybe_replay=False)
+            finally:
+                await handler.http.aclose()
+
+        res = asyncio.run(go())
+    finally:
+        dns_srv.close()
+    assert res.outcome == "blocked_address" and why in (res.error or "") and answer in (res.error or "")
+    assert web.seen == []  # not even robots.txt
+
+
+def test_the_connection_goes_to_the_checked_address(dns_server: TinyDNS, web: ScriptedHTTP) -> None:
+    """The request is sent to the address the guard checked: the HTTP client never resolves the name itself
+    (a name only our DNS knows still works), so a second, rebinding answer has no way in."""
+    dns_server.records["only-ours.test"] = "127.0.0.1"
+    rig = Rig(dns_server.port, web)
+    rig.allow_all("only-ours.test")
+    web.routes["/x"] = Reply(200, b"<html>x</html>", {"Content-Type": "text/html"})
+    res = rig.run(rig.request("/x", host="only-ours.test"))
+    assert res.outcome == "fetched"
+    assert web.seen[-1].headers["host"] == f"only-ours.test:{web.port}"  # the name travels in Host only
 
 
 def test_connection_refused_is_network_error(rig: Rig) -> None:
@@ -477,8 +520,59 @@ def test_literals_and_allowed_networks(dns_server: TinyDNS) -> None:
     assert dns_server.queries.count("1digit.test") == 1
 
 
+def test_the_resolver_uses_the_first_address_the_guard_accepts(dns_server: TinyDNS) -> None:
+    """Of several addresses an accepted one is used (an RRset has no order); an IPv6-only name resolves through AAAA; an
+    IPv4-mapped answer is connected to as the IPv4 address it is; refused answers raise."""
+    dns_server.records.update({"multi.test": ["10.0.0.1", "169.254.169.254", "127.0.0.5"],
+                               "v6only.test": "::1", "mapped.test": "::ffff:127.0.0.3",
+                               "allbad.test": ["10.0.0.1", "192.168.0.1"]})
+    guarded = Resolver("127.0.0.1", dns_server.port, 1.0, parse_networks("127.0.0.0/8"))
+    with_v6 = Resolver("127.0.0.1", dns_server.port, 1.0, parse_networks("127.0.0.0/8, ::1/128"))
+
+    async def go() -> None:
+        assert await guarded.resolve("multi.test") == "127.0.0.5"
+        assert await guarded.resolve("mapped.test") == "127.0.0.3"
+        assert await with_v6.resolve("v6only.test") == "::1"
+        with pytest.raises(AddressNotAllowed, match="loopback address ::1"):
+            await guarded.resolve("v6only.test")
+        with pytest.raises(AddressNotAllowed, match=r"private address (10\.0\.0\.1|192\.168\.0\.1)"):
+            await guarded.resolve("allbad.test")
+        assert await guarded.resolve("[::ffff:127.0.0.9]") == "127.0.0.9"
+        for literal in ("[::ffff:169.254.169.254]", "[64:ff9b::a9fe:a9fe]", "169.254.169.254", "[fe80::1]"):
+            with pytest.raises(AddressNotAllowed):
+                await with_v6.resolve(literal)
+
+    asyncio.run(go())
+
+
+def test_an_ipv6_only_host_is_fetched_over_ipv6_when_allowed(dns_server: TinyDNS) -> None:
+    """The checked IPv6 address goes into the request URL in brackets; the Host header keeps the name."""
+    dns_server.records["six.test"] = "::1"
+
+    async def go() -> tuple[int, str]:
+        async def handler(request: aioweb.BaseRequest) -> aioweb.StreamResponse:
+            return aioweb.Response(text=request.host)
+
+
+        low = aioweb.Server(handler, access_log=None)
+        server = await asyncio.get_running_loop().create_server(low, host="::1", port=0)
+        port = server.sockets[0].getsockname()[1]
+        resolver = Resolver("127.0.0.1", dns_server.port, 1.0, parse_networks("::1/128"))
+        http = HttpFetcher(make_client(4), resolver, DEFAULT_USER_AGENT, 2.0, 2.0, 5.0)
+        try:
+            resp = await http.get(f"http://six.test:{port}/", 1000)
+        finally:
+            await http.aclose()
+            server.close()
+            await low.shutdown(0.5)
+        return resp.status, resp.body.decode()
+
+    status, host_seen = asyncio.run(go())
+    assert status == 200 and host_seen.startswith("six.test:")
+
+
 def test_dns_positive_and_negative_answers_are_cached(dns_server: TinyDNS) -> None:
-    resolver = Resolver("127.0.0.1", dns_server.port, 1.0)
+    resolver = Resolver("127.0.0.1", dns_server.port, 1.0, parse_networks("127.0.0.0/8, ::1/128"))
     before = list(dns_server.queries)  # the server is shared by the module's tests
 
     async def go() -> None:

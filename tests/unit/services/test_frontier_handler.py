@@ -682,6 +682,18 @@ def test_a_result_that_keeps_the_url_writes_only_politeness(clock: Clock, outcom
     assert (part(A), A, req.url_fp) in rig.state.queue and req.url in rig.h.meta
 
 
+@pytest.mark.parametrize("outcome", ["blocked_address", "dns_error"])
+def test_a_refused_or_unresolvable_url_is_finished_not_retried(clock: Clock, outcome: str) -> None:
+    """blocked_address (the SSRF guard refused the address): no connection was made and none will be; the
+    URL is done for the cycle, like a dns_error, and never handed out again."""
+    rig = Rig(clock)
+    rig.url("http://a.test/1")
+    [req] = rig.tick(T0)
+    rig.result(req, T0 + 1, outcome=outcome, status=None)
+    assert (part(A), A, req.url_fp) not in rig.state.queue and req.url not in rig.h.meta
+    assert rig.tick(T0 + 60) == []
+
+
 def test_a_failed_politeness_and_finish_request_is_repaired_by_the_retry(clock: Clock) -> None:
     class Failing(MemoryCrawlState):
         fail = 1

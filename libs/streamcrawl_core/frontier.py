@@ -342,6 +342,13 @@ class Frontier:
             return 0
         return len(h.queues[0]) + len(h.queues[1]) + h.delayed
 
+    def busiest(self, n: int) -> list[tuple[str, int]]:
+        """The ``n`` hosts with the most queued URLs (as ``queued_for`` counts them), most first, ties by
+        name; hosts with nothing queued are left out. O(B log n): for periodic summaries, not per fetch."""
+        counts = ((len(h.queues[0]) + len(h.queues[1]) + h.delayed, h.name) for h in self._hosts.values())
+        top = heapq.nsmallest(n, ((-c, name) for c, name in counts if c > 0))
+        return [(name, -neg) for neg, name in top]
+
     def is_known(self, url: str) -> bool:
         return url in self._known
 

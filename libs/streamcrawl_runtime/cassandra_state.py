@@ -13,7 +13,16 @@ from typing import Any
 from streamcrawl_core.neardup import block_rows, candidate_keys, signed64
 
 from streamcrawl_runtime.ports.cql import CqlSession
-from streamcrawl_runtime.ports.state import DueRow, HostOverride, HostState, LeaseMarks, QueuedUrl, UrlState
+from streamcrawl_runtime.ports.state import (
+    DueRow,
+    FetchOutcome,
+    HostOverride,
+    HostState,
+    LeaseMarks,
+    PartitionSummary,
+    QueuedUrl,
+    UrlState,
+)
 
 _Write = tuple[str, tuple[Any, ...]]  # a statement's CQL text and its parameters
 
@@ -45,6 +54,10 @@ class CassandraCrawlState:
         self._h_lease_get = p("SELECT lease_id, fetched_lease, started_lease, started_at FROM host_state"
                               " WHERE host = ?")
         self._h_fetched = p("UPDATE host_state SET fetched_lease = ? WHERE host = ?")
+        self._h_fetched_end = p("UPDATE host_state SET fetched_lease = ?, last_fetch_end = ? WHERE host = ?")
+        self._h_outcome = p("INSERT INTO host_outcomes (host, at, url, outcome, status, fetch_ms)"
+                            " VALUES (?, ?, ?, ?, ?, ?)")
+        self._h_dns = p("UPDATE host_state SET dns_ip = ?, dns_error = ?, dns_expires_at = ? WHERE host = ?")
         self._h_started = p("UPDATE host_state SET started_lease = ?, started_at = ? WHERE host = ?")
         # Politeness after a fetch also ends the host's lease: one write instead of two per page.
         self._h_pol = p("UPDATE host_state SET next_allowed_at = ?, backoff_level = ?, last_fetch_ms = ?,"
@@ -77,6 +90,9 @@ class CassandraCrawlState:
                           " AND next_visit_at >= ? AND next_visit_at <= ? LIMIT ?")
         self._b_all = p("SELECT pattern FROM blocklist")
         self._o_all = p("SELECT host, min_delay_s, delay_factor, page_budget FROM host_overrides")
+        self._pauses = p("SELECT scope FROM crawl_pauses")
+        self._summary = p("INSERT INTO frontier_summary (part, queued, in_flight, hosts, top_hosts, updated_at)"
+                          " VALUES (?, ?, ?, ?, ?, ?)")
         self._d_del = p("DELETE FROM due_index WHERE bucket = ? AND next_visit_at = ? AND host = ? AND url_fp = ?")
 
     async def _exec(self, stmt: str, params: tuple[Any, ...], page_size: int | None = None) -> list[Any]:
@@ -124,8 +140,19 @@ class CassandraCrawlState:
         r = rows[0]
         return LeaseMarks(r.lease_id or None, r.fetched_lease or None, r.started_lease or None, epoch(r.started_at))
 
-    async def host_put_fetched_lease(self, host: str, lease_id: str) -> None:
-        await self._exec(self._h_fetched, (lease_id, host))
+    async def host_put_fetched_lease(self, host: str, lease_id: str, outcome: FetchOutcome | None = None) -> None:
+        if outcome is None:
+            await self._exec(self._h_fetched, (lease_id, host))
+            return
+        # The lease mark, the last fetch end and the outcome row: one unlogged batch of idempotent writes
+        # (same partition key), one round trip. A half-applied batch is rewritten by the replay.
+        at = ts(outcome.at)
+        await self._exec_unlogged([
+            (self._h_fetched_end, (lease_id, at, host)),
+            (self._h_outcome, (host, at, outcome.url, outcome.outcome, outcome.status, outcome.fetch_ms))])
+
+    async def host_put_dns(self, host: str, ip: str | None, error: str | None, expires_at: float) -> None:
+        await self._exec(self._h_dns, (ip, error, ts(expires_at), host))
 
     async def host_put_started_lease(self, host: str, lease_id: str, started_at: float) -> None:
         await self._exec(self._h_started, (lease_id, ts(started_at), host))
@@ -248,6 +275,14 @@ class CassandraCrawlState:
     # ---------------------------------------------------------------- control plane
     async def blocklist_patterns(self) -> list[str]:
         return [str(r.pattern) for r in await self._exec(self._b_all, ())]
+
+    async def crawl_pauses(self) -> set[str]:
+        """Every paused scope (a handful of rows: a full read is cheap)."""
+        return {str(r.scope) for r in await self._exec(self._pauses, ())}
+
+    async def summary_put(self, summary: PartitionSummary) -> None:
+        s = summary
+        await self._exec(self._summary, (s.part, s.queued, s.in_flight, s.hosts, s.top_hosts, ts(s.updated_at)))
 
     async def host_overrides(self) -> dict[str, HostOverride]:
         """Every override (the table holds the few hosts with an agreed rate, so a full read is cheap)."""

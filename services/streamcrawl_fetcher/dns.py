@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import socket
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import dns.asyncresolver
@@ -33,6 +34,13 @@ from streamcrawl_fetcher.ports import AddressNotAllowed, DnsError
 
 DNS_LOOKUPS = Counter("streamcrawl_fetcher_dns_lookups", "DNS lookups by result", ["result"])
 BLOCKED = Counter("streamcrawl_fetcher_blocked_addresses", "Addresses refused by the SSRF guard")
+DNS_RECORD_FAILURES = Counter("streamcrawl_fetcher_dns_record_failures",
+                              "Fresh DNS answers that could not be recorded in host_state")
+
+log = logging.getLogger("streamcrawl.fetcher")
+
+#: Told of every answer that did not come from the cache: (host, ip or None, error or None, seconds it is kept).
+OnAnswer = Callable[[str, str | None, str | None, float], Awaitable[None]]
 
 __all__ = ["AddressNotAllowed", "DnsError", "Resolver", "parse_networks"]
 
@@ -58,8 +66,10 @@ class Resolver:
         default_ttl_s: float = 300.0,
         max_entries: int = 100_000,
         clock: Callable[[], float] = time.monotonic,
+        on_answer: OnAnswer | None = None,
     ) -> None:
         self.policy = AddressPolicy(allowed_networks)
+        self.on_answer = on_answer
         self.negative_ttl_s, self.error_ttl_s = negative_ttl_s, error_ttl_s
         self.min_ttl_s, self.max_ttl_s, self.default_ttl_s = min_ttl_s, max_ttl_s, default_ttl_s
         self.max_entries = max_entries
@@ -130,9 +140,20 @@ class Resolver:
             self._cache.move_to_end(host)
             while len(self._cache) > self.max_entries:
                 self._cache.popitem(last=False)
+            if self.on_answer is not None:
+                await self._tell(host, entry, now)
         if not entry.ips:
             raise DnsError(entry.error or "unresolved", host)
         return self._pick(entry.ips)
+
+    async def _tell(self, host: str, entry: _Entry, now: float) -> None:
+        """Record a fresh answer (the host view shows it); a failure to record never fails the fetch."""
+        assert self.on_answer is not None
+        try:
+            await self.on_answer(host, entry.ips[0] if entry.ips else None, entry.error, entry.expires_at - now)
+        except Exception as exc:  # the engine behind the hook is down: the answer is still cached and used
+            DNS_RECORD_FAILURES.inc()
+            log.warning("dns answer not recorded", extra={"error": repr(exc)[:200]})
 
     def _ttl(self, ttl: float) -> float:
         return min(max(ttl, self.min_ttl_s), self.max_ttl_s)

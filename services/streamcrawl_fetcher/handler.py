@@ -50,7 +50,7 @@ from streamcrawl_core.traps import is_soft404, soft404_echoes, soft404_probe_pat
 from streamcrawl_core.urls import UrlError, host_of, normalize, origin_of
 from streamcrawl_runtime.ports.blobs import BlobStore
 from streamcrawl_runtime.ports.loop import Output, Record, StatelessHandler
-from streamcrawl_runtime.ports.state import FetcherState, LeaseMarks
+from streamcrawl_runtime.ports.state import FetcherState, FetchOutcome, LeaseMarks
 
 from streamcrawl_fetcher.ports import AddressNotAllowed, DnsError, Http, HttpResponse, NetworkError
 from streamcrawl_fetcher.robots_cache import NO_SOFT404, RobotsCache
@@ -116,8 +116,11 @@ class FetcherHandler(StatelessHandler):
                 return ()
         result = await self.fetch(message, maybe_replay=not record.fresh, lease=lease)
         if result.outcome != "lease_expired":
-            # Durable before the result is produced (the offset is committed only after that).
-            await self.state.host_put_fetched_lease(message.host, message.lease_id)
+            # Durable before the result is produced (the offset is committed only after that); the outcome
+            # row (the host view's last outcomes) goes in the same request.
+            outcome = FetchOutcome(result.ended_at or self.clock(), message.url, result.outcome, result.status,
+                                   round(result.fetch_s * 1000.0, 3))
+            await self.state.host_put_fetched_lease(message.host, message.lease_id, outcome)
         RESULTS.labels(result.outcome).inc()
         log.info("fetched", extra={"url": message.url, "outcome": result.outcome, "status": result.status,
                                    "fetch_s": round(result.fetch_s, 3)})

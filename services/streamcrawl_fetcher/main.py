@@ -3,6 +3,8 @@ conditional GET, within the lease and its not_before; bodies to the blob store; 
 
 from __future__ import annotations
 
+import time
+
 from streamcrawl_contracts.messages import FetchRequest
 from streamcrawl_contracts.topics import FETCH_REQUESTS
 from streamcrawl_core.politeness import required_delay
@@ -21,8 +23,12 @@ from streamcrawl_fetcher.settings import FetcherSettings
 
 def build_handler(settings: FetcherSettings, state: FetcherState, blobs: BlobStore) -> FetcherHandler:
     """Wire the handler from settings and the given state and blob store (tests pass in-memory ones)."""
+    async def record_dns(host: str, ip: str | None, error: str | None, ttl_s: float) -> None:
+        await state.host_put_dns(host, ip, error, time.time() + ttl_s)
+
     resolver = Resolver(settings.dns_server, settings.dns_port, settings.dns_timeout_s,
-                        parse_networks(settings.allowed_networks), negative_ttl_s=settings.dns_negative_ttl_s)
+                        parse_networks(settings.allowed_networks), negative_ttl_s=settings.dns_negative_ttl_s,
+                        on_answer=record_dns)
     client = make_client(settings.max_connections, settings.verify_tls)
     http = HttpFetcher(client, resolver, settings.user_agent, settings.connect_timeout_s, settings.read_timeout_s,
                        settings.total_timeout_s)

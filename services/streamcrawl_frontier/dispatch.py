@@ -17,7 +17,7 @@ from streamcrawl_core.lease import Extend, Hold, Lease, grant, on_expiry
 from streamcrawl_runtime.ports.loop import Output
 
 from streamcrawl_frontier.results import FrontierResults
-from streamcrawl_frontier.shards import UrlMeta
+from streamcrawl_frontier.shards import PAUSE_ALL, UrlMeta
 
 log = logging.getLogger("streamcrawl.frontier")
 
@@ -33,11 +33,16 @@ Picked = tuple[Frontier, FrontierItem, Lease, UrlMeta]
 class FrontierDispatch(FrontierResults):
     async def tick(self, now: float) -> Sequence[Output]:
         await self.refresh_overrides(now)
+        await self.refresh_pauses(now)
         await self._expire(now)
+        await self.publish_summaries(now)
         picked: list[Picked] = []
+        parked: list[tuple[Frontier, FrontierItem]] = []
         queued = 0
+        paused_all = self.paused is None or PAUSE_ALL in self.paused
         for part, fr in list(self.frontiers.items()):
-            while len(picked) < self.dispatch_per_tick and len(self.leases) + len(picked) < self.max_leases:
+            while (not paused_all and len(picked) < self.dispatch_per_tick
+                   and len(self.leases) + len(picked) < self.max_leases):
                 # Dispatch up to lookahead_s before the host's time; the request carries that time as
                 # not_before and the fetcher waits for it, so the hop through Kafka overlaps the delay.
                 item = fr.next(now + self.lookahead_s)
@@ -51,13 +56,27 @@ class FrontierDispatch(FrontierResults):
                     fp = self.meta.pop(item.url).url_fp if item.url in self.meta else url_fingerprint(item.url)
                     await self.state.queue_delete(part, item.host, fp)
                     continue
+                if self.paused and item.host in self.paused:
+                    parked.append((fr, item))  # no lease; leased in the core until the loop ends
+                    continue
                 meta = self.meta.get(item.url) or UrlMeta(url_fingerprint(item.url), 0, part)
                 picked.append((fr, item, grant(item.url, meta.url_fp, part, now, self.lease_s), meta))
+            self._park(parked, now)
             queued += len(fr)
         out = await self._lease(picked, now)
         DISPATCHED.inc(len(out))
         QUEUED.set(queued)
         return out
+
+    def _park(self, parked: list[tuple[Frontier, FrontierItem]], now: float) -> None:
+        """Paused hosts go back with their URL in its place, and are not looked at again before the next read
+        of the pauses (their timer only ever moves later: politeness is untouched)."""
+        for fr, item in parked:
+            fr.release(item.host, item.url, now)
+            snap = fr.host_snapshot(item.host)
+            if snap is not None:
+                fr.restore_host(item.host, max(snap.next_allowed_at, now + self.pauses_refresh_s), snap.backoff_level)
+        parked.clear()
 
     async def _lease(self, picked: list[Picked], now: float) -> list[Output]:
         """Write the tick's leases, then build the requests of those that landed. A lease is durable before

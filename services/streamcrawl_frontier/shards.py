@@ -20,9 +20,12 @@ from streamcrawl_core.frontier import Frontier, FrontierConfig
 from streamcrawl_core.lease import Lease, LeaseTable
 from streamcrawl_core.partition import partition_for
 from streamcrawl_core.politeness import HostOverride, PolitenessConfig
-from streamcrawl_runtime.ports.state import FrontierState
+from streamcrawl_runtime.ports.state import FrontierState, PartitionSummary
 
 log = logging.getLogger("streamcrawl.frontier")
+
+#: The crawl_pauses scope that pauses every host.
+PAUSE_ALL = "*"
 
 
 @dataclass
@@ -71,6 +74,16 @@ class FrontierShards:
         self.overrides: dict[str, HostOverride] = {}
         self.overrides_refresh_s = 30.0
         self._overrides_at = 0.0
+        # Pauses from the control plane (crawl_pauses), re-read every pauses_refresh_s: the stated time within
+        # which a pause or resume takes effect. None until the first read: nothing is leased before it, so a
+        # pause survives a restart.
+        self.pauses_refresh_s = 5.0
+        self.paused: frozenset[str] | None = None
+        self._pauses_at = 0.0
+        # What each owned partition holds (frontier_summary), for the control plane's stats.
+        self.summary_every_s = 5.0
+        self.summary_top = 20
+        self._summary_at = 0.0
 
     # ------------------------------------------------------------------ partitions
 
@@ -139,6 +152,32 @@ class FrontierShards:
             fr = self.frontiers.get(partition_for(host, self.partitions))
             if fr is not None:
                 self.set_params(fr, host, self.crawl_delays.get(host))
+
+    # ------------------------------------------------------------------ control-plane tables
+
+    async def refresh_pauses(self, now: float) -> None:
+        """Paused scopes from crawl_pauses, re-read every pauses_refresh_s (a failed read keeps the last set,
+        or leases nothing if there is none yet, and is tried again on the next tick)."""
+        if self.paused is not None and now - self._pauses_at < self.pauses_refresh_s:
+            return
+        scopes = await self.state.crawl_pauses()
+        self._pauses_at = now
+        fresh = frozenset(scopes)
+        if fresh != self.paused:
+            log.info("pauses", extra={"all": PAUSE_ALL in fresh, "hosts": len(fresh - {PAUSE_ALL})})
+        self.paused = fresh
+
+    def is_paused(self, host: str) -> bool:
+        return self.paused is None or PAUSE_ALL in self.paused or host in self.paused
+
+    async def publish_summaries(self, now: float) -> None:
+        """Write each owned partition's queue size, leases in flight, hosts and busiest hosts."""
+        if now - self._summary_at < self.summary_every_s:
+            return
+        self._summary_at = now
+        for part, fr in list(self.frontiers.items()):
+            await self.state.summary_put(PartitionSummary(part, len(fr), fr.in_flight_count, fr.hosts_count,
+                                                          dict(fr.busiest(self.summary_top)), now))
 
     def stats(self) -> dict[str, int]:
         return {"queued": sum(len(f) for f in self.frontiers.values()), "in_flight": len(self.leases),

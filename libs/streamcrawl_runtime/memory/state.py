@@ -12,7 +12,16 @@ from typing import Any
 
 from streamcrawl_core.neardup import block_rows, candidate_keys, signed64
 
-from streamcrawl_runtime.ports.state import DueRow, HostOverride, HostState, LeaseMarks, QueuedUrl, UrlState
+from streamcrawl_runtime.ports.state import (
+    DueRow,
+    FetchOutcome,
+    HostOverride,
+    HostState,
+    LeaseMarks,
+    PartitionSummary,
+    QueuedUrl,
+    UrlState,
+)
 
 
 def _ms(epoch: float | None) -> float | None:
@@ -39,6 +48,11 @@ class MemoryCrawlState:
         self.due_depth: dict[tuple[float, str, int], int] = {}
         self.overrides: dict[str, HostOverride] = {}
         self.blocklist: list[str] = []
+        self.pauses: set[str] = set()  # crawl_pauses scopes
+        self.summaries: dict[int, PartitionSummary] = {}
+        self.outcomes: dict[str, list[FetchOutcome]] = {}  # host -> host_outcomes rows, oldest first
+        self.last_fetch_end: dict[str, float] = {}
+        self.dns: dict[str, tuple[str | None, str | None, float]] = {}  # host -> (ip, error, expires_at)
         self.calls: list[tuple[Any, ...]] = []
         self.host_reads: list[str] = []  # host_get calls, in order
 
@@ -206,9 +220,22 @@ class MemoryCrawlState:
         return LeaseMarks(hs.lease_id if hs else None, self.fetched_leases.get(host), started_lease,
                         _ms(started_at))
 
-    async def host_put_fetched_lease(self, host: str, lease_id: str) -> None:
+    async def host_put_fetched_lease(self, host: str, lease_id: str, outcome: FetchOutcome | None = None) -> None:
         self.calls.append(("host_put_fetched_lease", host, lease_id))
         self.fetched_leases[host] = lease_id
+        if outcome is not None:
+            self.last_fetch_end[host] = _ms(outcome.at) or 0.0
+            self.outcomes.setdefault(host, []).append(outcome)
+
+    async def host_put_dns(self, host: str, ip: str | None, error: str | None, expires_at: float) -> None:
+        self.calls.append(("host_put_dns", host, ip))
+        self.dns[host] = (ip, error, _ms(expires_at) or 0.0)
+
+    async def crawl_pauses(self) -> set[str]:
+        return set(self.pauses)
+
+    async def summary_put(self, summary: PartitionSummary) -> None:
+        self.summaries[summary.part] = summary
 
     async def host_put_started_lease(self, host: str, lease_id: str, started_at: float) -> None:
         self.calls.append(("host_put_started_lease", host, lease_id))

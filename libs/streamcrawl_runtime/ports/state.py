@@ -76,6 +76,29 @@ class UrlState:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class FetchOutcome:
+    """One fetch's outcome, as the host view lists it (host_outcomes)."""
+
+    at: float  # when the exchange ended (epoch seconds)
+    url: str
+    outcome: str
+    status: int | None = None
+    fetch_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class PartitionSummary:
+    """What a frontier holds for one owned partition (frontier_summary), for stats without table scans."""
+
+    part: int
+    queued: int
+    in_flight: int
+    hosts: int
+    top_hosts: dict[str, int]  # the hosts with the most queued URLs -> how many
+    updated_at: float
+
+
 class DueRow(NamedTuple):
     next_visit_at: float
     host: str
@@ -101,9 +124,16 @@ class LeaseReader(Protocol):
         """The host's lease columns (streamcrawl_core.lease.NO_MARKS if it has no row)."""
 
 
-class FrontierState(HostReader, UrlReader, OverridesReader, LeaseReader, Protocol):
+class PausesReader(Protocol):
+    async def crawl_pauses(self) -> set[str]:
+        """The paused scopes (crawl_pauses): "*" for the whole crawl, otherwise hosts."""
+
+
+class FrontierState(HostReader, UrlReader, OverridesReader, LeaseReader, PausesReader, Protocol):
     """What the frontier reads and writes: its durable queue, host timers and leases."""
 
+    async def summary_put(self, summary: PartitionSummary) -> None:
+        """What the frontier holds for one partition (frontier_summary; an upsert of the whole row)."""
     async def queue_put(self, item: QueuedUrl) -> None: ...
     async def queue_delete(self, part: int, host: str, url_fp: int) -> None: ...
     async def queue_finish(self, part: int, host: str, url_fp: int, now: float) -> None:
@@ -135,8 +165,12 @@ class RobotsState(HostReader, Protocol):
 class FetcherState(RobotsState, UrlReader, LeaseReader, Protocol):
     """What the fetcher reads and writes: lease marks (crash safety), robots.txt, validators."""
 
-    async def host_put_fetched_lease(self, host: str, lease_id: str) -> None:
-        """The fetcher finished its work under ``lease_id`` (its result is about to be produced)."""
+    async def host_put_fetched_lease(self, host: str, lease_id: str, outcome: FetchOutcome | None = None) -> None:
+        """The fetcher finished its work under ``lease_id`` (its result is about to be produced); with
+        ``outcome``, also the host's last fetch end (host_state.last_fetch_end) and a host_outcomes row, in
+        the same request."""
+    async def host_put_dns(self, host: str, ip: str | None, error: str | None, expires_at: float) -> None:
+        """The resolver's fresh answer for the host (host_state.dns_ip / dns_error / dns_expires_at)."""
     async def host_put_started_lease(self, host: str, lease_id: str, started_at: float) -> None:
         """The fetcher is about to send a request to the host under ``lease_id``."""
 
@@ -182,7 +216,7 @@ class CrawlState(FrontierState, FetcherState, DedupState, RecrawlState, Protocol
 
 
 __all__ = [
-    "CrawlState", "DedupState", "DueRow", "FetcherState", "FrontierState", "HostOverride", "HostReader", "HostState",
-    "LeaseMarks", "LeaseReader", "OverridesReader", "QueuedUrl", "RecrawlState", "RobotsState", "UrlReader",
-    "UrlState",
+    "CrawlState", "DedupState", "DueRow", "FetchOutcome", "FetcherState", "FrontierState", "HostOverride", "HostReader",
+    "HostState", "LeaseMarks", "LeaseReader", "OverridesReader", "PartitionSummary", "PausesReader", "QueuedUrl",
+    "RecrawlState", "RobotsState", "UrlReader", "UrlState",
 ]

@@ -475,3 +475,16 @@ class FrontierModel(RuleBasedStateMachine):
 
 TestFrontierModel = FrontierModel.TestCase
 TestFrontierModel.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+
+
+def test_busiest_lists_the_hosts_with_most_queued_urls_most_first() -> None:
+    f = Frontier(FrontierConfig())
+    for host, n in (("a", 3), ("b", 1), ("c", 3), ("d", 2)):
+        for i in range(n):
+            f.add(f"http://{host}/{i}", host, 5, not_before=1e12 if i == 0 and host == "d" else 0.0)
+    item = f.next(0.0)  # one URL in flight is not queued
+    assert item is not None
+    expected = sorted(((h, f.queued_for(h)) for h in "abcd" if f.queued_for(h)), key=lambda t: (-t[1], t[0]))
+    assert f.busiest(10) == expected
+    assert f.busiest(2) == expected[:2]
+    assert ("d", 2) in f.busiest(10)  # a URL not yet due counts

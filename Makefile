@@ -18,7 +18,7 @@ export STREAMCRAWL_HELM := $(HELM)
 IMAGE        ?= streamcrawl:0.1.0
 
 .PHONY: help venv stack-up stack-down stack-status stack-reset test test-unit test-integration test-e2e \
-        lint schemas schemas-check run bench-core bench-crawl bench-idle clean helm helm-check image
+        lint schemas schemas-check run bench-core bench-crawl bench-idle clean helm helm-check image browser
 
 help:
 	@echo "make run            start the stack and every service, crawl the bundled synthetic web (Ctrl-C stops)"
@@ -74,12 +74,12 @@ test-unit: venv $(HELM)
 test-integration: stack-up
 	$(VPY) -m pytest tests/integration -q
 
-test-e2e: stack-up
+test-e2e: browser stack-up
 	$(VPY) -m pytest tests/e2e -q
 
 # The README's test command: deps, lint, helm, the real stack, then every test (unit with the chart checks,
 # packaging, integration, e2e).
-test: lint $(HELM) stack-up
+test: lint $(HELM) browser stack-up
 	$(VPY) -m pytest tests -q
 
 lint: venv
@@ -119,8 +119,14 @@ image:
 schemas: venv
 	$(VPY) -m streamcrawl_contracts.export
 
+# `streamcrawl run`: SEEDS=file (else the bundled synthetic web), INSTANCES=n processes per service.
 run: stack-up
-	$(VPY) -m streamcrawl_launcher $(if $(SEEDS),--seeds $(SEEDS),) $(RUN_ARGS)
+	$(VPY) -m streamcrawl_cli run $(if $(SEEDS),--seeds $(SEEDS),) $(if $(INSTANCES),--instances $(INSTANCES),) $(RUN_ARGS)
+
+# Debian's Chromium and its driver, for the dashboard's browser test (no browser download of a test tool).
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; }
 
 bench-core: venv
 	$(VPY) bench/core_a.py

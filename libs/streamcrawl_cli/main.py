@@ -1,6 +1,6 @@
 """`streamcrawl [--version] COMMAND ...`: builds the parser from the command modules and runs one.
 
-Exit codes: 0 success, 1 the command failed, 2 a usage error (argparse's own, or a command's).
+Exit codes: see `streamcrawl_cli.api.EXIT_CODES` (0 success, 1 failure, 2 usage error, ...).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import argparse
 from collections.abc import Sequence
 
 from streamcrawl_cli import commands
+from streamcrawl_cli.api import EXIT_CODES
 from streamcrawl_cli.commands.version import version_string
 
 
@@ -16,7 +17,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="streamcrawl",
         description="streamcrawl: a distributed, polite web crawler on Kafka, Cassandra and S3.",
-        epilog="Run `streamcrawl COMMAND --help` for a command's options.",
+        epilog="Run `streamcrawl COMMAND --help` for a command's options.\n\n" + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=version_string())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

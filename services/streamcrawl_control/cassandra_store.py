@@ -10,13 +10,14 @@ from typing import Any
 from streamcrawl_contracts.topics import HOST_PARTITIONS
 from streamcrawl_core.politeness import HostOverride
 from streamcrawl_runtime.memory.control import json_value
-from streamcrawl_runtime.ports.control import BlockEntry, PortError
+from streamcrawl_runtime.ports.control import BlockEntry, PauseRow, PortError
 from streamcrawl_runtime.ports.cql import CqlSession
+from streamcrawl_runtime.ports.state import FetchOutcome, PartitionSummary, QueuedUrl
 
 #: host_state columns GET /hosts/{host} reports (robots_body and the lease ids stay internal).
 HOST_STATE_COLUMNS = (
     "host", "robots_status", "robots_fetched_at", "crawl_delay_s", "last_fetch_ms", "last_fetch_end",
-    "next_allowed_at", "backoff_level", "dns_ip", "dns_expires_at", "cycle", "urls_this_cycle",
+    "next_allowed_at", "backoff_level", "dns_ip", "dns_error", "dns_expires_at", "cycle", "urls_this_cycle",
     "lease_url", "lease_expires_at",
 )  # fmt: skip
 
@@ -26,6 +27,11 @@ def _utc(value: datetime | None) -> datetime | None:
     if value is None or value.tzinfo is not None:
         return value
     return value.replace(tzinfo=UTC)
+
+
+def _epoch(value: datetime | None) -> float:
+    v = _utc(value)
+    return 0.0 if v is None else v.timestamp()
 
 
 def _now_ms() -> datetime:
@@ -54,9 +60,17 @@ class CassandraControlStore:
             " VALUES (?, ?, ?, ?, ?, ?)")
         self._del_override = p("DELETE FROM host_overrides WHERE host = ?")
         self._host_state = p(f"SELECT {', '.join(HOST_STATE_COLUMNS)} FROM host_state WHERE host = ?")
-        self._count_queue = p("SELECT COUNT(*) FROM frontier_queue WHERE part = ?")
-        self._count_blocks = p("SELECT COUNT(*) FROM blocklist")
-        self._count_overrides = p("SELECT COUNT(*) FROM host_overrides")
+        # The host's slice of one queue partition: the count runs on the server over that slice only.
+        self._queue_count = p("SELECT COUNT(*) FROM frontier_queue WHERE part = ? AND host = ?")
+        self._queue_rows = p("SELECT url, priority, kind, not_before, depth, url_fp, enqueued_at FROM frontier_queue"
+                             " WHERE part = ? AND host = ? LIMIT ?")
+        self._outcomes = p("SELECT at, url, outcome, status, fetch_ms FROM host_outcomes WHERE host = ? LIMIT ?")
+        self._pauses = p("SELECT scope, reason, paused_at FROM crawl_pauses")
+        self._put_pause = p("INSERT INTO crawl_pauses (scope, reason, paused_at) VALUES (?, ?, ?)")
+        self._get_pause = p("SELECT scope FROM crawl_pauses WHERE scope = ?")
+        self._del_pause = p("DELETE FROM crawl_pauses WHERE scope = ?")
+        self._summaries = p("SELECT part, queued, in_flight, hosts, top_hosts, updated_at FROM frontier_summary"
+                            " WHERE part IN ?")
 
     async def _run(self, stmt: str, params: Sequence[Any] = ()) -> list[Any]:
         try:
@@ -108,14 +122,38 @@ class CassandraControlStore:
             return None
         return {col: json_value(getattr(r, col)) for col in HOST_STATE_COLUMNS}
 
-    async def counts(self) -> dict[str, int]:
-        parts = range(self.host_partitions)
-        queued = sum([int((await self._one(self._count_queue, (part,)))[0]) for part in parts])
-        return {
-            "frontier_queue": queued,
-            "blocklist": int((await self._one(self._count_blocks))[0]),
-            "host_overrides": int((await self._one(self._count_overrides))[0]),
-        }
+    async def host_queue(self, part: int, host: str, first: int) -> tuple[int, list[QueuedUrl]]:
+        count = int((await self._one(self._queue_count, (part, host)))[0])
+        # Stored by fingerprint; the frontier's order is priority, then arrival: sort a bounded read.
+        rows = await self._run(self._queue_rows, (part, host, 5000))
+        queued = [QueuedUrl(part, host, r.url_fp, r.url, 5 if r.priority is None else r.priority,
+                            r.kind or "discovery", _epoch(r.not_before), r.depth or 0, _epoch(r.enqueued_at))
+                  for r in rows]
+        return count, sorted(queued, key=lambda q: (q.priority, q.enqueued_at))[:first]
+
+    async def host_outcomes(self, host: str, limit: int) -> list[FetchOutcome]:
+        rows = await self._run(self._outcomes, (host, limit))
+        return [FetchOutcome(_epoch(r.at), r.url, r.outcome, r.status, r.fetch_ms) for r in rows]
+
+    async def list_pauses(self) -> list[PauseRow]:
+        rows = await self._run(self._pauses)
+        return sorted((PauseRow(r.scope, r.reason, _utc(r.paused_at)) for r in rows), key=lambda p: p.scope)
+
+    async def put_pause(self, scope: str, reason: str | None) -> PauseRow:
+        now = _now_ms()
+        await self._run(self._put_pause, (scope, reason, now))
+        return PauseRow(scope, reason, now)
+
+    async def delete_pause(self, scope: str) -> bool:
+        if await self._one(self._get_pause, (scope,)) is None:
+            return False
+        await self._run(self._del_pause, (scope,))
+        return True
+
+    async def summaries(self) -> list[PartitionSummary]:
+        rows = await self._run(self._summaries, (list(range(self.host_partitions)),))
+        return [PartitionSummary(r.part, r.queued or 0, r.in_flight or 0, r.hosts or 0, dict(r.top_hosts or {}),
+                                 _epoch(r.updated_at)) for r in rows]
 
     async def ping(self) -> None:
         await self._run("SELECT release_version FROM system.local")

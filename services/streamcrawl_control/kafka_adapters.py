@@ -6,20 +6,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
-from confluent_kafka import (
-    ConsumerGroupTopicPartitions,
-    KafkaError,
-    KafkaException,
-    Message,
-    Producer,
-    TopicPartition,
-)
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient
-from confluent_kafka.admin._listoffsets import OffsetSpec
 from streamcrawl_contracts.messages import SeedMessage
-from streamcrawl_contracts.topics import ALL_TOPICS, SEEDS, TopicSpec
+from streamcrawl_contracts.topics import SEEDS, TopicSpec
+from streamcrawl_runtime.kafka_offsets import KafkaStatsSource
 from streamcrawl_runtime.kafka_producer import host_keyed_producer
-from streamcrawl_runtime.ports.control import KafkaStats, PortError
+from streamcrawl_runtime.ports.control import PortError
+
+__all__ = ["KafkaSeedSink", "KafkaStatsSource"]
 
 
 class KafkaSeedSink:
@@ -35,19 +30,22 @@ class KafkaSeedSink:
         self._admin = AdminClient({"bootstrap.servers": bootstrap})
         self._lock = threading.Lock()
 
-    def send(self, records: Sequence[tuple[str, SeedMessage]]) -> None:
-        errors: list[str] = []
+    def send(self, records: Sequence[tuple[str, SeedMessage]]) -> list[str | None]:
+        """Produce every record and wait for the broker's acknowledgement (acks=all): per record, None once
+        acknowledged or why not. PortError if the broker refuses the batch outright."""
+        results: list[str | None] = ["not acknowledged"] * len(records)
 
-        def delivered(err: KafkaError | None, _msg: Message) -> None:
-            if err is not None:
-                errors.append(str(err))
+        def delivered(index: int) -> Callable[[KafkaError | None, Message], None]:
+            def report(err: KafkaError | None, _msg: Message) -> None:
+                results[index] = None if err is None else f"kafka: {err.str()}"
+            return report
 
-        with self._lock:  # one request's flush must not report another request's failures
-            for key, message in records:
+        with self._lock:  # one request's flush must not report another request's deliveries
+            for i, (key, message) in enumerate(records):
                 payload = message.model_dump_json().encode()
                 while True:
                     try:
-                        self.producer.produce(self.topic.name, payload, key.encode(), on_delivery=delivered)
+                        self.producer.produce(self.topic.name, payload, key.encode(), on_delivery=delivered(i))
                         break
                     except BufferError:
                         self.producer.poll(0.1)
@@ -55,9 +53,9 @@ class KafkaSeedSink:
                         raise PortError(f"kafka: produce failed: {exc}") from exc
             remaining = self.producer.flush(self.flush_timeout_s)
         if remaining:
-            raise PortError(f"kafka: {remaining} seed records unacknowledged after {self.flush_timeout_s}s")
-        if errors:
-            raise PortError(f"kafka: {len(errors)} seed records failed: {errors[0]}")
+            results = [r if r != "not acknowledged" else
+                       f"kafka: not acknowledged within {self.flush_timeout_s:g}s" for r in results]
+        return results
 
     def ping(self) -> None:
         try:
@@ -67,58 +65,3 @@ class KafkaSeedSink:
 
     def close(self) -> None:
         self.producer.flush(self.flush_timeout_s)
-
-
-class KafkaStatsSource:
-    """End offsets of every registry topic, and lag of the consumer groups whose id has the prefix."""
-
-    def __init__(self, bootstrap: str, group_prefix: str = "streamcrawl-", timeout_s: float = 5.0,
-                 topics: Sequence[TopicSpec] = ALL_TOPICS) -> None:
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
-        self.group_prefix = group_prefix
-        self.timeout_s = timeout_s
-        self.topics = tuple(topics)
-
-    def _offsets(self, spec: Callable[[], OffsetSpec]) -> dict[tuple[str, int], int]:
-        meta = self.admin.list_topics(timeout=self.timeout_s)
-        request = {
-            TopicPartition(t.name, p): spec()
-            for t in self.topics if t.name in meta.topics
-            for p in meta.topics[t.name].partitions
-        }
-        if not request:
-            return {}
-        futures = self.admin.list_offsets(request, request_timeout=self.timeout_s)
-        t = self.timeout_s
-        return {(tp.topic, tp.partition): f.result(timeout=t).offset for tp, f in futures.items()}
-
-    def _groups(self) -> list[str]:
-        future = self.admin.list_consumer_groups(request_timeout=self.timeout_s)
-        result = future.result(timeout=self.timeout_s)
-        return sorted(g.group_id for g in result.valid if g.group_id.startswith(self.group_prefix))
-
-    def kafka_stats(self) -> KafkaStats:
-        try:
-            latest = self._offsets(OffsetSpec.latest)
-            earliest = self._offsets(OffsetSpec.earliest)
-            ends: dict[str, int] = {t.name: 0 for t in self.topics}
-            for (topic, _p), off in latest.items():
-                ends[topic] += max(off, 0)
-            lag: dict[str, dict[str, int]] = {}
-            for group in self._groups():
-                futures = self.admin.list_consumer_group_offsets(
-                    [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout_s)
-                committed = futures[group].result(timeout=self.timeout_s).topic_partitions or []
-                per_topic: dict[str, int] = {}
-                for tp in committed:
-                    key = (tp.topic, tp.partition)
-                    if key not in latest:
-                        continue
-                    start = tp.offset if tp.offset >= 0 else earliest.get(key, 0)
-                    per_topic[tp.topic] = per_topic.get(tp.topic, 0) + max(latest[key] - start, 0)
-                lag[group] = per_topic
-            return KafkaStats(end_offsets=ends, group_lag=lag)
-        except KafkaException as exc:
-            raise PortError(f"kafka: admin call failed: {exc}") from exc
-        except TimeoutError as exc:
-            raise PortError("kafka: admin call timed out") from exc

@@ -14,11 +14,16 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 
+from prometheus_client import Gauge
 from streamcrawl_core.bloom import BloomFilter
 from streamcrawl_runtime.ports.blobs import BlobStore
 from streamcrawl_runtime.ports.state import UrlReader
 
 log = logging.getLogger("streamcrawl.dedup.seen")
+
+SEEN_URLS = Gauge("streamcrawl_dedup_seen_urls", "URLs in the seen-set's Bloom filters of owned partitions")
+SEEN_FP = Gauge("streamcrawl_dedup_seen_fp_ratio",
+                "Estimated false-positive rate of the seen-set (the fullest owned partition's filter)")
 
 #: (partition, start offset) → (URL fingerprints of the candidates from start to the end, next offset)
 Replay = Callable[[int, int], tuple[list[int], int]]
@@ -56,6 +61,9 @@ class SeenSet:
         # Keeping the admitting event id settles a replay of that very event from memory too.
         self.recent: dict[int, str | None] = {}
         self.recent_size = recent_size
+        # Read at scrape time only: nothing is counted per URL.
+        SEEN_URLS.set_function(lambda: float(sum(len(b) for b in list(self.blooms.values()))))
+        SEEN_FP.set_function(lambda: max((b.expected_fp_rate() for b in list(self.blooms.values())), default=0.0))
 
     async def restore(self, part: int) -> None:
         data = await asyncio.to_thread(self.blobs.get_bytes, snapshot_key(part))

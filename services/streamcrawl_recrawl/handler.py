@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 from streamcrawl_contracts.messages import Envelope, FetchResult, UrlMessage
 from streamcrawl_contracts.topics import HOST_PARTITIONS, URLS
 from streamcrawl_core.partition import partition_for
@@ -30,6 +30,8 @@ log = logging.getLogger("streamcrawl.recrawl")
 SCHEDULED = Counter("streamcrawl_recrawl_scheduled_total", "Next visits filed", ["change"])
 _SCHEDULED = Children(SCHEDULED)  # .labels() once per value
 EMITTED = Counter("streamcrawl_recrawl_emitted_total", "Due URLs sent to the frontier")
+DUE = Gauge("streamcrawl_recrawl_due", "Due visits of owned partitions found by the last scan, capped at 4x the "
+            "scan's budget: the recrawl backlog")
 
 
 class RecrawlHandler:
@@ -98,9 +100,9 @@ class RecrawlHandler:
         self._emitted = []
         rows = await self.state.due_range(now - self.scan_lookback_s, now, self.refresh_per_scan * 4)
         out: list[Output] = []
-        for visit_at, host, fp, url, depth in rows:
-            if partition_for(host, self.partitions) not in self.owned:
-                continue
+        owned = [r for r in rows if partition_for(r[1], self.partitions) in self.owned]
+        DUE.set(len(owned))
+        for visit_at, host, fp, url, depth in owned:
             out.append(Output(URLS, host, UrlMessage(url=url, host=host, url_fp=fp, depth=depth, priority=3,
                                                      kind="refresh")))
             self._emitted.append((visit_at, host, fp))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -17,13 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from streamcrawl_contracts.messages import SeedMessage
-from streamcrawl_contracts.topics import ALL_TOPICS, DEAD_LETTER, FETCH_RESULTS, PAGE_FETCHED, SEEDS, TopicSpec
+from streamcrawl_contracts.topics import DEAD_LETTER, FETCH_RESULTS, PAGE_FETCHED, SEEDS
 from streamcrawl_core.identity import host_identity
+from streamcrawl_runtime.acsylla_session import BlockingSession
 from streamcrawl_runtime.connect import blocking_cql_session, minio_client
+from streamcrawl_runtime.kafka_offsets import KafkaStatsSource
 from streamcrawl_runtime.kafka_producer import host_keyed_producer
+from streamcrawl_runtime.metrics_scrape import Scraper
+from streamcrawl_runtime.observe import total
+from streamcrawl_runtime.ports.control import PortError
 from streamcrawl_runtime.settings import StackSettings
 
 from streamcrawl_launcher.reset import reset_crawl
@@ -31,6 +36,8 @@ from streamcrawl_launcher.reset import reset_crawl
 SERVICES = ("frontier", "fetcher", "parser", "dedup", "recrawl")
 GROUPS = {"frontier": "streamcrawl-frontier", "fetcher": "streamcrawl-fetcher", "parser": "streamcrawl-parser",
           "dedup": "streamcrawl-dedup", "recrawl": "streamcrawl-recrawl"}
+#: Each service's /metrics port (its settings' default); instance i (from 0) uses port + 10 * i.
+METRICS_PORTS = {"frontier": 9101, "fetcher": 9102, "parser": 9103, "dedup": 9104, "recrawl": 9105}
 
 
 @dataclass
@@ -46,6 +53,11 @@ class CrawlOptions:
     extra_env: dict[str, str] = field(default_factory=dict)
     log_level: str | None = None  # every service's STREAMCRAWL_<SERVICE>_LOG_LEVEL (None: their default)
     synthweb_args: list[str] = field(default_factory=list)
+    instances: int = 1  # processes per service (one consumer group each: Kafka spreads the partitions)
+    control_port: int = 8080
+    #: "synthetic": the synthetic web's DNS server; "system": the OS resolver. None: synthetic when the
+    #: synthetic web is served, system for seeds of one's own.
+    resolver: str | None = None
 
 
 @dataclass
@@ -70,6 +82,21 @@ class Crawl:
         self.admin = AdminClient({"bootstrap.servers": self.settings.kafka_bootstrap, "log_level": 0})
         self.workdir = options.workdir.resolve()
         self.logs = self.workdir / "logs"
+        self.token_file = self.workdir / "control.token"
+        # Cheap observation: one admin client for offsets and lag, one HTTP client for the /metrics of the
+        # services started here, one CQL session only if the metrics cannot say how much is queued.
+        self.offsets = KafkaStatsSource(self.settings.kafka_bootstrap, timeout_s=10.0)
+        self.scraper = Scraper(self.metrics_targets())
+        self._frontiers = Scraper(self.metrics_targets(("frontier",)))
+        self._cql: BlockingSession | None = None
+
+    def metrics_targets(self, services: tuple[str, ...] = SERVICES) -> list[str]:
+        return [f"http://127.0.0.1:{METRICS_PORTS[name] + 10 * i}/metrics"
+                for name in services for i in range(self.opt.instances)]
+
+    @property
+    def control_url(self) -> str:
+        return f"http://127.0.0.1:{self.opt.control_port}"
 
     # ------------------------------------------------------------------ processes
 
@@ -81,18 +108,28 @@ class Crawl:
         env["PYTHONUNBUFFERED"] = "1"
         if self.opt.log_level:
             env.update({f"STREAMCRAWL_{name.upper()}_LOG_LEVEL": self.opt.log_level for name in (*SERVICES, "control")})
-        if self.opt.synthweb:
+        resolver = self.opt.resolver or ("synthetic" if self.opt.synthweb else "system")
+        if resolver == "synthetic":
             env.update({"STREAMCRAWL_FETCHER_DNS_SERVER": "127.0.0.1",
-                        "STREAMCRAWL_FETCHER_DNS_PORT": str(self.opt.dns_port),
-                        "STREAMCRAWL_FETCHER_ALLOWED_NETWORKS": "127.0.0.0/8"})
+                        "STREAMCRAWL_FETCHER_DNS_PORT": str(self.opt.dns_port)})
+        else:
+            env["STREAMCRAWL_FETCHER_DNS_SERVER"] = "system"
+        if self.opt.synthweb:
+            env["STREAMCRAWL_FETCHER_ALLOWED_NETWORKS"] = "127.0.0.0/8"
+        env.update({
+            "STREAMCRAWL_CONTROL_LISTEN_PORT": str(self.opt.control_port),
+            "STREAMCRAWL_CONTROL_API_TOKEN_FILE": str(self.token_file),
+            "STREAMCRAWL_CONTROL_METRICS_TARGETS": ",".join(self.metrics_targets()),
+        })
         env.update(self.opt.extra_env)
         return env
 
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
+    def _spawn(self, name: str, args: list[str], extra: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         self.logs.mkdir(parents=True, exist_ok=True)
         with (self.logs / f"{name}.log").open("ab") as fh:
             proc = subprocess.Popen([sys.executable, *args], stdout=fh, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, env=self.env(), start_new_session=True)
+                                    stdin=subprocess.DEVNULL, env={**self.env(), **(extra or {})},
+                                    start_new_session=True)
         self.procs[name] = proc
         return proc
 
@@ -108,9 +145,21 @@ class Crawl:
         if self.opt.synthweb:
             self._start_synthweb()
         for name in SERVICES:
-            self.start_service(name)
+            for i in range(self.opt.instances):
+                self.start_service(name, i)
         if self.opt.with_control:
-            self._spawn("control", ["-m", "streamcrawl_control.main"])
+            self.start_control()
+
+    def start_control(self) -> None:
+        """The control plane on 127.0.0.1:control_port, with a fresh API token in workdir/control.token (read
+        by the `streamcrawl` commands run from the same directory; mode 0600)."""
+        if not self.token_file.exists():
+            self.token_file.touch(mode=0o600)
+            self.token_file.write_text(secrets.token_urlsafe(32) + "\n")
+        self._spawn("control", ["-m", "streamcrawl_control.main"])
+
+    def token(self) -> str:
+        return self.token_file.read_text().strip()
 
     def _start_synthweb(self) -> None:
         ready = self.workdir / "synthweb.ready"
@@ -130,8 +179,12 @@ class Crawl:
             time.sleep(0.1)
         self.manifest = json.loads(manifest.read_text())
 
-    def start_service(self, name: str) -> None:
-        self._spawn(name, ["-m", f"streamcrawl_{name}.main"])
+    def start_service(self, name: str, instance: int = 0) -> None:
+        """Start (or restart) one instance of a service; instance 0 is named after the service."""
+        proc_name = name if instance == 0 else f"{name}-{instance + 1}"
+        port = METRICS_PORTS[name] + 10 * instance
+        self._spawn(proc_name, ["-m", f"streamcrawl_{name}.main"],
+                    {f"STREAMCRAWL_{name.upper()}_METRICS_PORT": str(port)})
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         proc = self.procs.get(name)
@@ -171,47 +224,33 @@ class Crawl:
         prod.flush(30)
         return n
 
-    def _end_offsets(self, spec: TopicSpec, consumer: Consumer) -> int:
-        total = 0
-        for p in range(spec.partitions):
-            _, high = consumer.get_watermark_offsets(TopicPartition(spec.name, p), timeout=5)
-            total += max(high, 0)
-        return total
-
     def progress(self) -> Progress:
-        consumer = Consumer({"bootstrap.servers": self.settings.kafka_bootstrap, "group.id": "streamcrawl-progress",
-                             "enable.auto.commit": False})
+        """Offsets and lag from admin requests of one reused client: no consumer is opened."""
         try:
-            ends = {spec.name: [consumer.get_watermark_offsets(TopicPartition(spec.name, p), timeout=5)[1]
-                                for p in range(spec.partitions)] for spec in ALL_TOPICS}
-            lag: dict[str, int] = {}
-            subscriptions = {"frontier": ["streamcrawl.seeds", "streamcrawl.urls", "streamcrawl.fetch_results"],
-                             "fetcher": ["streamcrawl.fetch_requests"], "parser": ["streamcrawl.fetch_results"],
-                             "dedup": ["streamcrawl.url_candidates", "streamcrawl.parsed",
-                                       "streamcrawl.fetch_results"],
-                             "recrawl": ["streamcrawl.fetch_results"]}
-            for svc, topics in subscriptions.items():
-                group = Consumer({"bootstrap.servers": self.settings.kafka_bootstrap, "group.id": GROUPS[svc],
-                                  "enable.auto.commit": False})
-                try:
-                    tps = [TopicPartition(t, p) for t in topics for p in range(len(ends[t]))]
-                    committed = group.committed(tps, timeout=10)
-                    lag[svc] = sum(max(0, ends[tp.topic][tp.partition] - max(tp.offset, 0)) for tp in committed)
-                finally:
-                    group.close()
-            return Progress(time.time(), sum(ends[FETCH_RESULTS.name]), sum(ends[PAGE_FETCHED.name]),
-                            sum(ends[DEAD_LETTER.name]), lag)
-        finally:
-            consumer.close()
+            ks = self.offsets.kafka_stats()
+        except PortError as exc:
+            raise RuntimeError(f"progress: {exc}") from exc
+        lag = {svc: sum(ks.group_lag.get(group, {}).values()) for svc, group in GROUPS.items()}
+        return Progress(time.time(), ks.end_offsets.get(FETCH_RESULTS.name, 0),
+                        ks.end_offsets.get(PAGE_FETCHED.name, 0), ks.end_offsets.get(DEAD_LETTER.name, 0), lag)
 
     def queued(self) -> int:
-        """URLs waiting in the frontier (Cassandra frontier_queue, one partition read per Kafka partition)."""
-        session = blocking_cql_session(self.settings)
-        try:
-            return sum(int(session.execute("SELECT COUNT(*) FROM frontier_queue WHERE part = ?", (p,))[0][0])
-                       for p in range(SEEDS.partitions))
-        finally:
-            session.close()
+        """URLs waiting in the frontier: the frontiers' streamcrawl_frontier_queued gauge; if one cannot be
+        scraped, a count of frontier_queue over one reused CQL session (one partition read per partition)."""
+        scrape = self._frontiers.scrape()
+        if all(v == "ok" for v in scrape.targets.values()):
+            return int(total(scrape.sample, "streamcrawl_frontier_queued"))
+        if self._cql is None:
+            self._cql = blocking_cql_session(self.settings)
+        return sum(int(self._cql.execute("SELECT COUNT(*) FROM frontier_queue WHERE part = ?", (p,))[0][0])
+                   for p in range(SEEDS.partitions))
+
+    def close(self) -> None:
+        self.scraper.close()
+        self._frontiers.close()
+        if self._cql is not None:
+            self._cql.close()
+            self._cql = None
 
     def wait_idle(self, idle_s: float = 20.0, timeout_s: float = 900.0, report: bool = True,
                   every_s: float = 3.0) -> Progress:

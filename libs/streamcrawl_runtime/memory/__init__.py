@@ -2,7 +2,8 @@
 (or a service) without the engines. Driver-free."""
 
 from streamcrawl_runtime.memory.blobs import MemoryBlobStore
-from streamcrawl_runtime.memory.control import InMemoryControlStore, InMemorySeedSink, InMemoryStats
+from streamcrawl_runtime.memory.control import InMemoryControlStore, InMemoryMetrics, InMemorySeedSink, InMemoryStats
 from streamcrawl_runtime.memory.state import MemoryCrawlState
 
-__all__ = ["InMemoryControlStore", "InMemorySeedSink", "InMemoryStats", "MemoryBlobStore", "MemoryCrawlState"]
+__all__ = ["InMemoryControlStore", "InMemoryMetrics", "InMemorySeedSink", "InMemoryStats", "MemoryBlobStore",
+           "MemoryCrawlState"]

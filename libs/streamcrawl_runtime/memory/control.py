@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -10,7 +11,9 @@ from typing import Any
 from streamcrawl_contracts.messages import SeedMessage
 from streamcrawl_core.politeness import HostOverride
 
-from streamcrawl_runtime.ports.control import BlockEntry, KafkaStats, PortError
+from streamcrawl_runtime.observe import Sample, Scrape
+from streamcrawl_runtime.ports.control import BlockEntry, KafkaStats, PauseRow, PortError
+from streamcrawl_runtime.ports.state import FetchOutcome, PartitionSummary, QueuedUrl
 
 
 def json_value(value: Any) -> Any:
@@ -28,10 +31,11 @@ class InMemorySeedSink:
         self.sent: list[tuple[str, SeedMessage]] = []
         self.fail = False
 
-    def send(self, records: Sequence[tuple[str, SeedMessage]]) -> None:
+    def send(self, records: Sequence[tuple[str, SeedMessage]]) -> list[str | None]:
         if self.fail:
             raise PortError("kafka: unreachable (in-memory sink told to fail)")
         self.sent.extend(records)
+        return [None] * len(records)
 
     def ping(self) -> None:
         if self.fail:
@@ -43,7 +47,10 @@ class InMemoryControlStore:
         self.blocks: dict[str, BlockEntry] = {}
         self.overrides: dict[str, HostOverride] = {}
         self.host_states: dict[str, dict[str, Any]] = {}
-        self.frontier_queue = 0
+        self.queue: dict[str, list[QueuedUrl]] = {}  # host -> its frontier_queue rows
+        self.outcomes: dict[str, list[FetchOutcome]] = {}  # host -> host_outcomes rows, oldest first
+        self.pauses: dict[str, PauseRow] = {}
+        self.partition_summaries: dict[int, PartitionSummary] = {}
         self.fail = False
 
     def _check(self) -> None:
@@ -84,10 +91,31 @@ class InMemoryControlStore:
         row = self.host_states.get(host)
         return None if row is None else {k: json_value(v) for k, v in row.items()}
 
-    async def counts(self) -> dict[str, int]:
+    async def host_queue(self, part: int, host: str, first: int) -> tuple[int, list[QueuedUrl]]:
         self._check()
-        return {"frontier_queue": self.frontier_queue, "blocklist": len(self.blocks),
-                "host_overrides": len(self.overrides)}
+        rows = [r for r in self.queue.get(host, []) if r.part == part]
+        return len(rows), sorted(rows, key=lambda r: (r.priority, r.enqueued_at))[:first]
+
+    async def host_outcomes(self, host: str, limit: int) -> list[FetchOutcome]:
+        self._check()
+        return sorted(self.outcomes.get(host, []), key=lambda o: -o.at)[:limit]
+
+    async def list_pauses(self) -> list[PauseRow]:
+        self._check()
+        return [self.pauses[k] for k in sorted(self.pauses)]
+
+    async def put_pause(self, scope: str, reason: str | None) -> PauseRow:
+        self._check()
+        row = self.pauses[scope] = PauseRow(scope, reason, datetime.now(UTC))
+        return row
+
+    async def delete_pause(self, scope: str) -> bool:
+        self._check()
+        return self.pauses.pop(scope, None) is not None
+
+    async def summaries(self) -> list[PartitionSummary]:
+        self._check()
+        return [self.partition_summaries[k] for k in sorted(self.partition_summaries)]
 
     async def ping(self) -> None:
         self._check()
@@ -102,3 +130,17 @@ class InMemoryStats:
         if self.fail:
             raise PortError("kafka: unreachable (in-memory stats told to fail)")
         return self.stats
+
+
+class InMemoryMetrics:
+    """Serves a fixed (or test-updated) sample as if scraped from every service."""
+
+    def __init__(self, sample: Sample | None = None, t: float | None = None) -> None:
+        self.sample: Sample = dict(sample or {})
+        self.t = t
+        self.fail = False
+
+    def scrape(self) -> Scrape:
+        status = "unreachable (in-memory metrics told to fail)" if self.fail else "ok"
+        return Scrape(self.t if self.t is not None else time.time(), {} if self.fail else dict(self.sample),
+                      {"memory": status})

@@ -12,6 +12,9 @@ from typing import Any, Protocol
 from streamcrawl_contracts.messages import SeedMessage
 from streamcrawl_core.politeness import HostOverride
 
+from streamcrawl_runtime.observe import Scrape
+from streamcrawl_runtime.ports.state import FetchOutcome, PartitionSummary, QueuedUrl
+
 
 class PortError(RuntimeError):
     """An engine behind a port failed (unreachable, timed out, refused). The message is user-safe."""
@@ -25,6 +28,13 @@ class BlockEntry:
 
 
 @dataclass(frozen=True)
+class PauseRow:
+    scope: str  # "*" or a host
+    reason: str | None
+    paused_at: datetime | None
+
+
+@dataclass(frozen=True)
 class KafkaStats:
     #: topic name -> sum over partitions of the end (high watermark) offset
     end_offsets: dict[str, int] = field(default_factory=dict)
@@ -35,8 +45,9 @@ class KafkaStats:
 class SeedSink(Protocol):
     """Where accepted seeds go (the SEEDS topic). Blocking: the API calls it from a worker thread."""
 
-    def send(self, records: Sequence[tuple[str, SeedMessage]]) -> None:
-        """Produce (key, message) pairs and wait until all are acknowledged; PortError otherwise."""
+    def send(self, records: Sequence[tuple[str, SeedMessage]]) -> list[str | None]:
+        """Produce (key, message) pairs and wait for the acknowledgements: per record, in order, None once
+        acknowledged, else why not. PortError if the engine is unreachable (nothing was produced)."""
         ...
 
     def ping(self) -> None:
@@ -65,8 +76,23 @@ class ControlStore(Protocol):
         """The host_state row as JSON-friendly values, or None."""
         ...
 
-    async def counts(self) -> dict[str, int]:
-        """Cheap row counts (never a full scan of a large table)."""
+    async def host_queue(self, part: int, host: str, first: int) -> tuple[int, list[QueuedUrl]]:
+        """How many URLs of the host are queued, and the first ``first`` in the frontier's order. Reads the
+        host's slice of one frontier_queue partition only."""
+        ...
+
+    async def host_outcomes(self, host: str, limit: int) -> list[FetchOutcome]:
+        """The host's latest outcomes, newest first."""
+        ...
+
+    async def list_pauses(self) -> list[PauseRow]: ...
+
+    async def put_pause(self, scope: str, reason: str | None) -> PauseRow: ...
+
+    async def delete_pause(self, scope: str) -> bool: ...
+
+    async def summaries(self) -> list[PartitionSummary]:
+        """Every partition's frontier_summary row (one per partition: never a scan of the queue)."""
         ...
 
     async def ping(self) -> None: ...
@@ -76,3 +102,9 @@ class StatsSource(Protocol):
     """Kafka offsets and consumer-group lag. Blocking: called from a worker thread."""
 
     def kafka_stats(self) -> KafkaStats: ...
+
+
+class MetricsSource(Protocol):
+    """The services' /metrics, summed over instances. Blocking: called from a worker thread."""
+
+    def scrape(self) -> Scrape: ...

@@ -8,7 +8,7 @@ import contextlib
 import time
 
 import pytest
-from streamcrawl_fetcher.dns import DnsError, Resolver
+from streamcrawl_fetcher.dns import DnsError, Resolver, parse_networks
 
 from tests.unit.services import test_fetcher_handler as base
 from tests.unit.services.fakes import Reply, TinyDNS
@@ -42,7 +42,8 @@ def test_fresh_dns_answers_are_told_with_their_lifetime_and_cache_hits_are_not(d
     async def on_answer(host: str, ip: str | None, error: str | None, ttl_s: float) -> None:
         told.append((host, ip, error, ttl_s))
 
-    resolver = Resolver("127.0.0.1", dns_server.port, 1.0, negative_ttl_s=300.0, on_answer=on_answer)
+    resolver = Resolver("127.0.0.1", dns_server.port, 1.0, parse_networks("127.0.0.0/8"), negative_ttl_s=300.0,
+                        on_answer=on_answer)
 
     async def go() -> None:
         for _ in range(2):
@@ -60,5 +61,5 @@ def test_a_dns_answer_that_cannot_be_recorded_is_still_used(dns_server: TinyDNS)
     async def broken(host: str, ip: str | None, error: str | None, ttl_s: float) -> None:
         raise ConnectionError("cassandra down")
 
-    resolver = Resolver("127.0.0.1", dns_server.port, 1.0, on_answer=broken)
+    resolver = Resolver("127.0.0.1", dns_server.port, 1.0, parse_networks("127.0.0.0/8"), on_answer=broken)
     assert asyncio.run(resolver.resolve("other.test")) == "127.0.0.1"

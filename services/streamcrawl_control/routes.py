@@ -52,6 +52,8 @@ ECHO_MAX = 300  # a URL or pattern is echoed back truncated to this many charact
 PAUSE_ALL = "*"
 
 _ERRORS: dict[int | str, dict[str, object]] = {
+    400: {"model": Problem, "description": "The body is not valid UTF-8"},
+    413: {"model": Problem, "description": "The body is over the size limit (or too many seeds)"},
     401: {"model": Problem, "description": "Missing or wrong API token"},
     422: {"model": Problem, "description": "Invalid input"},
     503: {"model": Problem, "description": "Kafka or Cassandra unavailable"},
@@ -95,8 +97,9 @@ def build_router(sink: SeedSink, store: ControlStore, collector: StatsCollector,
     # ------------------------------------------------------------------------------------ seeds
 
     @r.post("/seeds", status_code=202, response_model=SeedResponse, dependencies=write,
-            responses={413: {"model": Problem, "description": f"More than {max_seeds} URLs"},
-                       422: {"model": SeedResponse, "description": "No URL was accepted"}})
+            responses={413: {"model": Problem, "description": f"More than {max_seeds} URLs, or the body is too big"},
+                       422: {"model": SeedResponse | Problem,
+                             "description": "No URL was accepted (per URL), or the body is invalid"}})
     async def post_seeds(body: SeedRequest, response: Response) -> SeedResponse:
         """Normalize each URL, check it against the blocklist and produce it to the seeds topic keyed by host.
         Each URL is reported accepted only once Kafka acknowledged it. 202 if any was accepted, 422 if none."""

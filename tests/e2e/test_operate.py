@@ -133,10 +133,16 @@ def test_pause_and_resume_are_applied_by_the_frontier(crawl: Crawl) -> None:
     quiet = [e for e in load_log(log) if e.start > paused_at + PAUSE_GRACE_S]
     assert quiet == [], f"{len(quiet)} requests while paused, first {quiet[0]}"
     assert _get(crawl, "/v1/stats").json()["frontier"]["paused_all"] is True
+    # A host seeded while paused waits too, and is crawled once resumed.
+    fresh = crawl.manifest["seeds"][HOSTS * 2 // 3 + 1]
+    assert cli(crawl, "seed", fresh).returncode == 0
+    time.sleep(3.0)
+    assert [e for e in load_log(log) if e.start > paused_at + PAUSE_GRACE_S] == []
     res = cli(crawl, "resume")
     assert res.returncode == 0 and "crawl running" in res.stdout
     resumed_at = time.time()
     wait_for("requests after the resume", lambda: [e for e in load_log(log) if e.start > resumed_at], 30)
+    wait_for("the host seeded while paused", lambda: [e for e in load_log(log) if e.host == host_of(fresh)], 30)
 
 
 def _browser(tmp: Path) -> Any:
@@ -154,6 +160,7 @@ def _browser(tmp: Path) -> Any:
 
 
 def test_dashboard_in_a_real_browser(crawl: Crawl, tmp_path: Path) -> None:
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
     os.environ.setdefault("SE_OFFLINE", "true")  # selenium never downloads a driver or a browser
@@ -170,8 +177,13 @@ def test_dashboard_in_a_real_browser(crawl: Crawl, tmp_path: Path) -> None:
         find(By.ID, "seed-urls").send_keys(seed)
         find(By.ID, "seed-submit").click()
         wait_for("the seed accepted", lambda: "accepted" in find(By.ID, "seed-result").text, 20)
-        wait_for("the new host in the busiest hosts",
-                 lambda: host in [a.text for a in driver.find_elements(By.CSS_SELECTOR, "#hosts a.host-link")], 60)
+        def busiest() -> list[str]:
+            try:
+                return [a.text for a in driver.find_elements(By.CSS_SELECTOR, "#hosts a.host-link")]
+            except StaleElementReferenceException:
+                return []
+
+        wait_for("the new host in the busiest hosts", lambda: host in busiest(), 60)
         # Pause and resume from the page; the API agrees.
         find(By.ID, "pause-all").click()
         wait_for("paused", lambda: find(By.ID, "pause-state").text == "paused", 20)
@@ -183,8 +195,14 @@ def test_dashboard_in_a_real_browser(crawl: Crawl, tmp_path: Path) -> None:
         shot = ROOT / "docs" / "dashboard.png"
         if os.environ.get("STREAMCRAWL_SCREENSHOT"):  # `make screenshot` refreshes the docs' picture
             driver.save_screenshot(str(shot))
-        # The host view, through the link.
-        driver.find_element(By.LINK_TEXT, host).click()
+        # The host view, through the link (the table is redrawn every 2 s: read the link, then follow it).
+        def href() -> str | None:
+            try:
+                return driver.find_element(By.LINK_TEXT, host).get_attribute("href")
+            except (NoSuchElementException, StaleElementReferenceException):
+                return None
+
+        driver.get(wait_for("the host's link", href, 30))
         wait_for("the host page", lambda: host in find(By.ID, "host-name").text, 20)
         wait_for("the host's facts", lambda: "robots.txt" in find(By.ID, "host-facts").text, 20)
         assert not find(By.ID, "error").is_displayed()

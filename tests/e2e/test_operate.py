@@ -35,9 +35,13 @@ def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 90.0, every
     deadline = time.time() + timeout_s
     last: Any = None
     while time.time() < deadline:
-        last = check()
-        if last:
-            return last
+        try:
+            last = check()
+        except Exception as exc:  # e.g. an element not drawn yet, or redrawn meanwhile: look again
+            last = exc
+        else:
+            if last:
+                return last
         time.sleep(every_s)
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 

@@ -17,7 +17,7 @@ export STREAMCRAWL_HELM := $(HELM)
 # The image `make image` builds with buildah (not part of CI).
 IMAGE        ?= streamcrawl:0.1.0
 
-.PHONY: help venv stack-up stack-down stack-status stack-reset test test-unit test-integration test-e2e \
+.PHONY: audit help venv stack-up stack-down stack-status stack-reset test test-unit test-integration test-e2e \
         lint schemas schemas-check run bench-core bench-crawl bench-idle clean helm helm-check image browser
 
 help:
@@ -25,15 +25,21 @@ help:
 	@echo "make test           install deps, start the stack, run unit + integration + e2e tests"
 	@echo "make stack-up|stack-down|stack-status|stack-reset"
 	@echo "make lint           ruff + mypy + schema drift check"
+	@echo "make audit          pip-audit over the pinned requirements (ADVISORY_DB=... for the offline check)"
 	@echo "make helm-check     build helm, lint + render the chart (both values files), validate every manifest"
 	@echo "make image          build the container image with buildah (vfs storage) and run one service from it"
 	@echo "make bench-core     core library benchmarks (docs/benchmarks.md)"
 	@echo "make bench-crawl    whole crawl vs Scrapy: 2,000 hosts (CPU-bound), 10 deep and 100 small hosts (politeness-bound)"
 	@echo "make bench-idle     what the five services cost with nothing to fetch"
 
+# The venv's own installers, pinned: `python -m venv` seeds whatever pip and setuptools the interpreter
+# bundles (3.11's carry known vulnerabilities, docs/supply-chain.md).
+BOOTSTRAP_PINS := pip==26.3 setuptools==84.2.1
+
 # The venv is rebuilt when a requirements file changes.
 $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	$(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q $(BOOTSTRAP_PINS)
 	$(VPY) -m pip install -q -r requirements-dev.txt
 	$(VPY) -m pip install -q --no-deps -e .
 	touch $@
@@ -115,6 +121,17 @@ image:
 	buildah --storage-driver vfs from --name streamcrawl-image-check $(IMAGE)
 	buildah --storage-driver vfs run --isolation chroot streamcrawl-image-check -- streamcrawl-control --help; \
 	  rc=$$?; buildah --storage-driver vfs rm streamcrawl-image-check >/dev/null; exit $$rc
+
+# Known vulnerabilities of the pinned requirements: pip-audit (pinned in requirements-dev.txt) resolves them
+# in a throw-away venv and asks PyPI's vulnerability data; --strict fails on any pin it could not check.
+# Where no vulnerability service answers, ADVISORY_DB=<a checkout of pypa/advisory-database> checks this
+# venv's distributions against that copy instead (tools/audit/offline_audit.py; docs/supply-chain.md).
+audit: venv
+	@if $(VPY) -m pip_audit --strict --progress-spinner off -r requirements-dev.txt; then :; \
+	elif [ -n "$(ADVISORY_DB)" ]; then \
+	  echo "make audit: pip-audit could not check every pin; offline check against $(ADVISORY_DB)"; \
+	  $(VPY) tools/audit/offline_audit.py $(ADVISORY_DB); \
+	else echo "make audit: pip-audit could not check every pin (set ADVISORY_DB for the offline check)"; exit 1; fi
 
 schemas: venv
 	$(VPY) -m streamcrawl_contracts.export

@@ -11,6 +11,9 @@
   retried with back-off and never dead-lettered.
 - Under backpressure (too many records in flight) the assigned partitions are paused, then resumed.
 - SIGTERM/SIGINT: stop polling, drain in-flight records, flush, commit, close.
+- Idle costs next to nothing: with no record in flight the loop blocks in the consumer's poll until a
+  record arrives or the handler's next timed work is due (`Handler.tick_due`, e.g. the frontier's next
+  politeness timer), at most `idle_wait_s`; it does not wake up on a fixed period to find nothing to do.
 """
 
 from __future__ import annotations
@@ -66,6 +69,9 @@ class LoopConfig:
     # records wait at most this long, which a hop-by-hop crawl absorbs (the frontier sends fetches
     # ahead of their not_before) and which no politeness timing depends on.
     busy_poll_s: float = 0.02
+    # The longest an idle loop (nothing in flight) blocks in poll: a stop signal, the readiness probes
+    # (asyncio tasks) and a handler without `tick_due` wait at most this long.
+    idle_wait_s: float = 1.0
     max_attempts: int = 3
     transient_backoff_s: float = 1.0
     consumer_overrides: dict[str, Any] = field(default_factory=dict)
@@ -94,9 +100,11 @@ class RunLoop:
             "session.timeout.ms": 10000,
             "heartbeat.interval.ms": 2000,
             "max.poll.interval.ms": 300000,
-            # A crawl is a chain of hops (fetch → parse → dedup → frontier): the default 500 ms broker
-            # wait on a quiet partition would add up to seconds per discovered link.
-            "fetch.wait.max.ms": 50,
+            # The broker holds a fetch on quiet partitions for up to this long, but answers as soon as a
+            # record is appended (fetch.min.bytes 1): produce → poll took 0.9 ms median at both 50 and 500 ms
+            # on the local broker (docs/benchmarks-idle.md). So the wait costs no hop latency, while a short
+            # one makes every idle consumer ask the broker 20 times a second (its CPU and ours).
+            "fetch.wait.max.ms": 500,
             **config.consumer_overrides,
         })
         self._offsets: dict[tuple[str, int], PartitionOffsets] = defaultdict(PartitionOffsets)
@@ -111,6 +119,8 @@ class RunLoop:
         self._pending_revoke: list[int] = []
         self._delivery_error: str | None = None
         self.handled = 0
+        self._tick_due = getattr(handler, "tick_due", None)
+        self._next_tick = 0.0  # wall clock (handlers' time): the first pass ticks
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -135,37 +145,42 @@ class RunLoop:
         self.consumer.subscribe(list(self.cfg.subscriptions), on_assign=self._on_assign, on_revoke=self._on_revoke)
         if self.cfg.settle_heap:
             settle_heap()  # the handler and its adapters are built by now: freeze them with the rest
-        last_commit = last_tick = last_stats = time.monotonic()
+        last_commit = last_stats = time.monotonic()
         self.readiness.running = True
         try:
             while not self._stopping:
                 self.readiness.beat()
                 await self._apply_rebalance()
                 self._backpressure()
-                # consume() blocks the event loop while it waits; with handlers in flight (a fetch waiting
+                # Polling blocks the event loop while it waits; with handlers in flight (a fetch waiting
                 # for its not_before, a response arriving) that wait would delay them, and inflate the
                 # fetch times the politeness delay is computed from. So poll without waiting when busy and
-                # let the asyncio sleep below (which timers and I/O can interrupt) do the waiting.
+                # let the asyncio sleep below (which timers and I/O can interrupt) do the waiting. With
+                # nothing in flight nothing else needs the loop: block until a record or the next tick.
                 busy = bool(self._tasks)
-                msgs = [] if self._paused else self.consumer.consume(self.cfg.poll_batch,
-                                                                     timeout=0.0 if busy else 0.05)
-                # A rebalance inside consume(): the handler sees it before any record of the new assignment.
+                if self._paused:
+                    msgs: list[Message] = []
+                elif busy:
+                    msgs = self.consumer.consume(self.cfg.poll_batch, timeout=0.0)
+                else:
+                    msgs = self._poll_idle(self._idle_wait(last_commit))
+                # A rebalance inside the poll: the handler sees it before any record of the new assignment.
                 await self._apply_rebalance()
                 for msg in msgs:
                     self._accept(msg)
-                now = time.monotonic()
-                if now - last_tick >= self.cfg.tick_interval_s:
+                if time.time() >= self._tick_at():
                     await self._tick()
-                    last_tick = now
+                now = time.monotonic()
                 if now - last_commit >= self.cfg.commit_interval_s:
-                    self._flush_and_commit()
+                    if self._uncommitted():
+                        self._flush_and_commit()
                     last_commit = now
                 if now - last_stats >= 30.0:  # a heartbeat that shows a stuck or saturated loop at a glance
                     last_stats = now
                     log.info("loop", extra={"in_flight": len(self._tasks), "handled": self.handled,
                                             "waiting_on_key": self._waiting,
                                             "paused": self._paused, "assigned": len(self._assigned)})
-                await asyncio.sleep(0 if msgs else (self.cfg.busy_poll_s if busy else 0.01))
+                await asyncio.sleep(0 if msgs or not (busy or self._paused) else self.cfg.busy_poll_s)
             log.info("draining", extra={"in_flight": len(self._tasks)})
             if self._tasks:
                 await asyncio.wait(self._tasks, timeout=60)
@@ -355,12 +370,46 @@ class RunLoop:
         self.producer.poll(0)
 
     async def _tick(self) -> None:
+        now = time.time()
         try:
-            outputs = await self.handler.tick(time.time())
+            outputs = await self.handler.tick(now)
         except Exception as exc:
             log.warning("tick failed", extra={"error": repr(exc)[:300], "transient": is_transient(exc)})
-            return
+            outputs = ()
+        finally:
+            self._next_tick = now + self.cfg.tick_interval_s  # at most one tick per tick_interval_s
         self._produce(outputs)
+
+    def _tick_at(self) -> float:
+        """Wall-clock time of the next tick: the handler's next timed work (`tick_due`; records it handled
+        since may have brought it forward), but never sooner than tick_interval_s after the last tick. A
+        handler without `tick_due` is ticked every tick_interval_s."""
+        if self._tick_due is None:
+            return self._next_tick
+        due: float = self._tick_due(time.time())
+        return max(self._next_tick, due)
+
+    def _idle_wait(self, last_commit: float) -> float:
+        """How long an idle pass may block in poll: until the next tick, or a commit of finished records,
+        at most idle_wait_s."""
+        wait = min(self.cfg.idle_wait_s, self._tick_at() - time.time())
+        if self._uncommitted():
+            wait = min(wait, last_commit + self.cfg.commit_interval_s - time.monotonic())
+        return max(0.0, wait)
+
+    def _poll_idle(self, wait_s: float) -> list[Message]:
+        """Block up to ``wait_s`` for the first record (poll returns as soon as one is there; consume() would
+        wait out its whole timeout for a full batch), then take what else is already fetched."""
+        first = self.consumer.poll(wait_s)
+        if first is None:
+            return []
+        return [first, *self.consumer.consume(self.cfg.poll_batch - 1, timeout=0.0)]
+
+    def _uncommitted(self) -> bool:
+        """Outputs not yet flushed, or finished records whose offsets are not yet committed."""
+        if len(self.producer) or self._delivery_error:
+            return True
+        return any(t.commit_point() is not None for t in self._offsets.values())
 
     def _flush_and_commit(self) -> None:
         remaining = self.producer.flush(30)

@@ -111,6 +111,15 @@ class DedupHandler:
             await self.seen.drop(part)
         self._budget_dirty = {h: p for h, p in self._budget_dirty.items() if p not in partitions}
 
+    def tick_due(self, now: float) -> float:
+        """The next budget flush (only with dirty counts), seen-set snapshot or blocklist refresh."""
+        due = self._blocklist_at + 10.0
+        if self.seen.dirty:
+            due = min(due, now + self._last_snapshot + self.snapshot_interval_s - time.monotonic())
+        if self._budget_dirty:
+            due = min(due, self._budget_flushed_at + self.budget_flush_s)
+        return due
+
     async def tick(self, now: float) -> Sequence[Output]:
         if now - self._budget_flushed_at >= self.budget_flush_s:
             self._budget_flushed_at = now

@@ -10,7 +10,8 @@ frontier re-queues).
 With `status` on robots_* results = the robots.txt status when it was fetched for this request.
 
 Soft 404s: once robots.txt is known, a host whose answer to a nonsense path is not known yet gets that
-probe (`/streamcrawl-probe-<16 random hex>.html`) instead of the page: one lease, one request, outcome
+probe (`/streamcrawl-probe-<16 random hex>.html`) instead of any page but its home page (`/`, which is
+fetched at once and never classified: a site's root is its own content): one lease, one request, outcome
 probe_fetched (`status` = the probe's status), and the frontier re-queues the page. A 200 text answer is
 stored as the host's signature (streamcrawl_core.traps.soft404_signature, request path echoes removed);
 anything else (404, other status, non-text, no answer) as "none", so the host is not probed again until
@@ -57,6 +58,8 @@ from streamcrawl_fetcher.robots_cache import NO_SOFT404, RobotsCache
 from streamcrawl_fetcher.settings import DEFAULT_INLINE_BODY_MAX_BYTES
 
 log = logging.getLogger("streamcrawl.fetcher")
+
+NO_SOFT404_YET = "home-first"  # the host's answer is not known yet, and the home page is not classified
 
 REPLAYS_SKIPPED = Counter("streamcrawl_fetcher_replays_skipped",
                           "Replayed requests whose lease this fetcher had already finished (before a crash)")
@@ -184,8 +187,10 @@ class FetcherHandler(StatelessHandler):
                 return result("interrupted", started_at=row.started_at, ended_at=started,
                               fetch_s=interrupted_fetch_s(row.started_at, started),
                               error="the fetcher stopped while this request was under way; not repeated now")
+        # The URL is normalized already: every URL reaches the frontier through dedup (or the recrawl
+        # scheduler, which re-emits what dedup admitted), which normalized it once for the seen-set.
+        url = req.url
         try:
-            url = normalize(req.url)
             origin = origin_of(url)
         except UrlError as exc:
             return result("http_error", error=f"malformed url: {exc}")
@@ -219,7 +224,12 @@ class FetcherHandler(StatelessHandler):
             return result("robots_fetched", **robots_fields)
 
         soft404 = await self.robots.soft404(req.host)
-        if soft404 is None:
+        if soft404 is None and urlsplit(url).path == "/" and not urlsplit(url).query:
+            # A host's home page is its own content, never a "not found" answer: it goes first, so a new
+            # host's first page does not wait a politeness delay behind the probe, and its links are found a
+            # slot earlier. The probe takes the host's next lease (before any other page).
+            soft404 = NO_SOFT404_YET
+        elif soft404 is None:
             probe_path = soft404_probe_path(secrets.token_hex(8))
             if rules.allowed(origin + probe_path):
                 # Like robots.txt: this lease is spent on the probe, the page waits for its next turn.
@@ -229,7 +239,7 @@ class FetcherHandler(StatelessHandler):
             soft404 = NO_SOFT404  # robots.txt forbids the probe: no signature, the page goes on
             SOFT404_PROBES.labels("disallowed").inc()
             await self.robots.put_soft404(req.host, soft404)
-        host_signature = None if soft404 == NO_SOFT404 else int(soft404, 16)
+        host_signature = None if soft404 in (NO_SOFT404, NO_SOFT404_YET) else int(soft404, 16)
 
         headers = await self._conditional_headers(req)
         if not await turn():

@@ -31,6 +31,21 @@ Picked = tuple[Frontier, FrontierItem, Lease, UrlMeta]
 
 
 class FrontierDispatch(FrontierResults):
+    def tick_due(self, now: float) -> float:
+        """When the next tick has work (the run loop sleeps until then): the earliest host timer of the owned
+        partitions less the dispatch lookahead, a lease's expiry check, or the overrides refresh. With every
+        lease out no host can be dispatched before a result, which is a record, and is handled first."""
+        due = self._overrides_at + self.overrides_refresh_s
+        lease = self.leases.next_time()
+        if lease is not None:
+            due = min(due, lease)
+        if len(self.leases) < self.max_leases:
+            for fr in self.frontiers.values():
+                wake = fr.next_wakeup()
+                if wake is not None:
+                    due = min(due, wake - self.lookahead_s)
+        return due
+
     async def tick(self, now: float) -> Sequence[Output]:
         await self.refresh_overrides(now)
         await self.refresh_pauses(now)

@@ -8,11 +8,19 @@ refresh_per_scan per scan; the frontier's discovery/refresh split then shares fe
 
 Change detection compares the body hash with the scheduler's own `sched_hash`, not url_state's
 content_hash, which dedup updates concurrently.
+
+Scans cost nothing while nothing is due: a full scan (the whole lookback, one read per hour bucket) runs
+on assignment and every `full_scan_s`; in between, a scan runs only when a visit this process filed has
+come due, the previous scan hit its limit, or emitted rows wait to be deleted, and it reads only from
+the previous scan's end on. Visits are filed at least `min_interval_s` (an hour) ahead, so a row filed
+between two scans always lies after the earlier one's end; a row filed in the past (a late replay of an
+old fetch) waits for the next full scan.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 
 from prometheus_client import Counter, Gauge
@@ -37,7 +45,7 @@ DUE = Gauge("streamcrawl_recrawl_due", "Due visits of owned partitions found by 
 class RecrawlHandler:
     def __init__(self, state: RecrawlState, config: RecrawlConfig, *, scan_interval_s: float = 5.0,
                  scan_lookback_s: float = 2 * 86400.0, refresh_per_scan: int = 2000,
-                 partitions: int = HOST_PARTITIONS) -> None:
+                 partitions: int = HOST_PARTITIONS, full_scan_s: float = 600.0) -> None:
         self.state = state
         self.config = config
         self.scan_interval_s = scan_interval_s
@@ -47,9 +55,15 @@ class RecrawlHandler:
         self.owned: set[int] = set()
         self._last_scan = 0.0
         self._emitted: list[tuple[float, str, int]] = []  # deleted one scan later, once flushed
+        self.full_scan_s = full_scan_s
+        self._full_at = -math.inf  # last full scan: none yet
+        self._scanned_to = 0.0  # end of the last scan's range
+        self._next_visit = math.inf  # earliest visit filed by this process since the last scan
+        self._more = False  # the last scan hit its limit
 
     async def on_assign(self, partitions: list[int]) -> None:
         self.owned.update(partitions)
+        self._full_at = -math.inf  # the new partitions' rows may be anywhere in the lookback
 
     async def on_revoke(self, partitions: list[int]) -> None:
         self.owned.difference_update(partitions)
@@ -83,6 +97,7 @@ class RecrawlHandler:
         # The schedule and its due row in one unlogged batch (idempotent upserts, not atomic). The due row
         # alone: the replay reads the old schedule and writes the same two rows. The schedule alone: the
         # replay takes the path above, which files the due row (a discovery, not read, writes both again).
+        self._next_visit = min(self._next_visit, visit_at)
         await self.state.url_put_schedule_and_due(res.host, res.url_fp, res.url, res.depth, interval, visit_at,
                                                   (st.change_count if st else 0) + (1 if changed else 0),
                                                   res.started_at if changed else (st.last_changed_at if st else None),
@@ -90,15 +105,30 @@ class RecrawlHandler:
         _SCHEDULED("first" if first else ("changed" if changed else "unchanged")).inc()
         return []
 
+    def tick_due(self, now: float) -> float:
+        """When the next scan has work (see the module docstring); never within scan_interval_s of the last."""
+        if not self.owned:
+            return math.inf
+        due = min(self._full_at + self.full_scan_s, self._next_visit)
+        if self._more or self._emitted:
+            due = now
+        return max(due, self._last_scan + self.scan_interval_s)
+
     async def tick(self, now: float) -> Sequence[Output]:
-        if now - self._last_scan < self.scan_interval_s or not self.owned:
+        if now - self._last_scan < self.scan_interval_s or not self.owned or now < self.tick_due(now):
             return []
         self._last_scan = now
         # The previous scan's URLs were produced and flushed since (the loop flushes every commit interval).
         for visit_at, host, fp in self._emitted:
             await self.state.due_delete(visit_at, host, fp)
         self._emitted = []
-        rows = await self.state.due_range(now - self.scan_lookback_s, now, self.refresh_per_scan * 4)
+        full = now >= self._full_at + self.full_scan_s
+        start = now - self.scan_lookback_s if full else max(now - self.scan_lookback_s, self._scanned_to)
+        limit = self.refresh_per_scan * 4
+        rows = await self.state.due_range(start, now, limit)
+        if full:
+            self._full_at = now
+        self._next_visit = math.inf
         out: list[Output] = []
         owned = [r for r in rows if partition_for(r[1], self.partitions) in self.owned]
         DUE.set(len(owned))
@@ -108,5 +138,9 @@ class RecrawlHandler:
             self._emitted.append((visit_at, host, fp))
             if len(out) >= self.refresh_per_scan:
                 break
+        # Cut short (the read's limit, or the emit cap): the next scan reads this range again.
+        self._more = len(rows) >= limit or len(out) >= self.refresh_per_scan
+        if not self._more:
+            self._scanned_to = now
         EMITTED.inc(len(out))
         return out

@@ -4,6 +4,7 @@ adapter that drives handlers is `streamcrawl_runtime.kafka_loop`."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -47,6 +48,12 @@ class Handler(Protocol):
 
     async def tick(self, now: float) -> Sequence[Output]: ...
 
+    # Optional (the loop looks it up with getattr): ``tick_due(now) -> float``, the wall-clock time the
+    # handler next has timed work for ``tick`` (a politeness timer, a periodic flush; ``math.inf``: none).
+    # The loop then ticks at that time (never more often than its tick_interval_s) and sleeps in poll
+    # until then; records handled meanwhile may bring it forward. Without it the loop ticks every
+    # tick_interval_s.
+
 
 class StatelessHandler:
     """Base for handlers that keep no per-partition state and do no periodic work (fetcher, parser)."""
@@ -59,3 +66,6 @@ class StatelessHandler:
 
     async def tick(self, now: float) -> Sequence[Output]:
         return ()
+
+    def tick_due(self, now: float) -> float:
+        return math.inf  # no timed work: the loop never wakes up for a tick

@@ -871,3 +871,18 @@ def test_soft404_matching_decodes_the_declared_charset(rig: Rig) -> None:
     assert rig.run(rig.request("/x")).outcome == "probe_fetched"
     assert rig.run(rig.request("/nope.html")).outcome == "soft_404"
     assert rig.run(rig.request("/odd")).outcome == "fetched"  # a bogus charset falls back to UTF-8
+
+
+def test_home_page_goes_before_the_probe_and_is_not_classified(rig: Rig) -> None:
+    """A new host's first page does not wait a delay behind the probe: its home page (`/`) is fetched at
+    once, unclassified (a site's root is its own content), and the probe takes the next lease."""
+    rig.allow_all(soft404=None)
+    soft404_host(rig.web)  # every unknown path answers the host's "not found" page with 200
+    rig.web.routes["/"] = Reply(200, b"<html><body><h1>Home</h1><p>Welcome.</p></body></html>", HTML)
+    home = rig.run(rig.request("/"))
+    assert home.outcome == "fetched" and home.storage_key is not None
+    assert rig.web.probes() == [] and rig.state.hosts[HOST].soft404_signature is None
+    assert rig.run(rig.request("/docs/missing.html")).outcome == "probe_fetched"  # the next lease: the probe
+    assert rig.run(rig.request("/docs/missing.html")).outcome == "soft_404"
+    assert rig.run(rig.request("/?q=1")).outcome == "soft_404"  # only the bare root skips the check
+    assert len(rig.web.probes()) == 1

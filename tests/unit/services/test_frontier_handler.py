@@ -778,3 +778,23 @@ def test_a_result_arriving_while_the_leases_are_written_does_not_lose_the_picked
     assert [r.url for r in reqs] == ["http://a.test/1"]
     assert queued == 1  # the fenced URL is back in the queue
     assert [r.url for r in rig.tick(T0 + 2.0)] == ["http://a.test/1"]
+
+
+def test_tick_due_follows_the_next_host_timer_not_a_fixed_period(clock: Clock) -> None:
+    """The run loop sleeps until tick_due: nothing queued, the next work is the overrides refresh; a
+    ready host is due at once; a host waiting on its delay is due at its timer less the lookahead."""
+    rig = Rig(clock, lookahead_s=0.3)
+    rig.tick(T0)  # reads the overrides: the next refresh is 30 s on
+    assert rig.h.tick_due(T0) == T0 + 30.0
+    rig.h.overrides_refresh_s = 1000.0  # out of the way of the lease below
+    rig.url("http://a.test/1")
+    rig.url("http://a.test/2")
+    assert rig.h.tick_due(T0) <= T0
+    [req] = rig.tick(T0)
+    # In flight: the host's next time comes from its result; the lease's expiry check is the next work.
+    assert rig.h.tick_due(T0) == req.lease_expires_at
+    rig.result(req, T0 + 0.5)
+    assert rig.h.tick_due(T0 + 0.5) == pytest.approx(T0 + 0.5 + 1.0 - 0.3)
+    assert rig.tick(T0 + 1.0) == []  # before tick_due: nothing to do
+    [nxt] = rig.tick(T0 + 1.2)
+    assert nxt.url == "http://a.test/2"

@@ -218,7 +218,39 @@ def test_tick_emits_due_urls_of_owned_partitions_and_deletes_them_one_scan_later
     assert rig.tick(T0 + 5) == []  # deleted, not emitted twice
     assert rig.due_of(mine) == []
     assert rig.due_of(theirs) == [T0 - 20]  # another instance's row is left alone
-    assert [m.url for m in rig.tick(T0 + 200)] == ["http://a.test/later"]
+    # A row this process did not file (a previous owner's) and that came due after a scan is found by the
+    # next full scan (every full_scan_s, 600 s): between full scans nothing is read for it.
+    assert rig.h.tick_due(T0 + 200) == T0 + 600
+    assert rig.tick(T0 + 200) == []
+    assert [m.url for m in rig.tick(T0 + 600)] == ["http://a.test/later"]
+
+
+def test_scans_read_nothing_until_a_filed_visit_is_due() -> None:
+    class Counting(MemoryCrawlState):
+        reads = 0
+
+        async def due_range(self, start: float, end: float, limit: int) -> Any:
+            self.reads += 1
+            self.last = (start, end)
+            return await super().due_range(start, end, limit)
+
+    rig = Rig()
+    rig.state = rig.h.state = Counting()  # type: ignore[assignment]
+    assert rig.tick(T0) == [] and rig.state.reads == 1  # the full scan on assignment
+    assert rig.state.last == (T0 - 2 * DAY, T0)
+    for t in (T0 + 5, T0 + 60, T0 + 300):
+        assert rig.tick(t) == []
+    assert rig.state.reads == 1  # nothing filed, no full scan due: no read
+    rig.result(T0 + 10)  # files a visit at T0 + 10 + DAY
+    assert rig.h.tick_due(T0 + 400) == T0 + 600  # the next full scan comes first
+    rig.tick(T0 + 600)
+    assert rig.state.reads == 2
+    assert rig.h.tick_due(T0 + 601) == T0 + 1200
+    # A scan between full scans reads only from the previous scan's end on.
+    rig.h._next_visit = T0 + 700
+    assert rig.h.tick_due(T0 + 601) == T0 + 700
+    rig.tick(T0 + 700)
+    assert rig.state.reads == 3 and rig.state.last == (T0 + 600, T0 + 700)
 
 
 def test_refresh_per_scan_is_respected() -> None:

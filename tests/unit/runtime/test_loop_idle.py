@@ -1,0 +1,113 @@
+"""The run loop's idle behaviour, against a stand-in consumer (no broker): with nothing in flight it blocks
+in poll until the handler's next timed work (`tick_due`) or at most `idle_wait_s`, and ticks only then."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from streamcrawl_contracts.messages import Envelope, SeedMessage
+from streamcrawl_runtime.kafka_loop import LoopConfig, RunLoop
+from streamcrawl_runtime.ports.loop import Output, Record
+
+
+class IdleConsumer:
+    """Answers every poll with nothing after the requested wait; records the waits."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+        self.consumes = 0
+
+    def subscribe(self, topics: list[str], **_: Any) -> None:
+        pass
+
+    def poll(self, timeout: float) -> None:
+        self.waits.append(timeout)
+        time.sleep(timeout)
+
+    def consume(self, n: int, timeout: float) -> list[Any]:
+        self.consumes += 1
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+class NoProducer:
+    def __bool__(self) -> bool:
+        return True
+
+    def __len__(self) -> int:
+        return 0
+
+    def flush(self, timeout: float) -> int:
+        return 0
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+
+class Timed:
+    def __init__(self, every_s: float | None) -> None:
+        self.every_s = every_s
+        self.ticks: list[float] = []
+        self.start = time.time()
+
+    async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
+        return []
+
+    async def on_assign(self, partitions: list[int]) -> None:
+        pass
+
+    async def on_revoke(self, partitions: list[int]) -> None:
+        pass
+
+    async def tick(self, now: float) -> Sequence[Output]:
+        self.ticks.append(now)
+        return []
+
+    def tick_due(self, now: float) -> float:
+        if self.every_s is None:
+            return math.inf
+        return (self.ticks[-1] if self.ticks else self.start) + self.every_s
+
+
+def _run(handler: Timed, seconds: float, **cfg: Any) -> IdleConsumer:
+    loop = RunLoop(LoopConfig(service="t", group_id="g", subscriptions={"t": SeedMessage},
+                              bootstrap="127.0.0.1:1", **cfg), handler, producer=NoProducer())  # type: ignore[arg-type]
+    loop.consumer.close()
+    consumer = IdleConsumer()
+    loop.consumer = consumer  # type: ignore[assignment]
+
+    async def drive() -> None:
+        task = asyncio.create_task(loop.run(install_signals=False))
+        await asyncio.sleep(seconds)
+        loop.stop()
+        await task
+
+    asyncio.run(drive())
+    return consumer
+
+
+def test_idle_loop_sleeps_in_poll_until_the_next_tick() -> None:
+    h = Timed(every_s=0.4)
+    t0 = time.time()
+    c = _run(h, 1.3, tick_interval_s=0.05)
+    elapsed = time.time() - t0
+    # Ticks follow tick_due (0.4 s apart), not tick_interval_s (0.05 s).
+    assert len(h.ticks) >= 3 and len(h.ticks) <= elapsed / 0.4 + 1
+    assert all(0.39 <= b - a <= 0.45 for a, b in itertools.pairwise(h.ticks))
+    assert max(c.waits) >= 0.35  # a poll waits out the gap to the next tick
+    assert len(c.waits) <= 3 * len(h.ticks) and c.consumes == 0  # no busy polling while nothing is in flight
+
+
+def test_idle_loop_without_timed_work_polls_at_most_once_per_idle_wait() -> None:
+    h = Timed(every_s=None)
+    c = _run(h, 1.2, idle_wait_s=0.5)
+    assert h.ticks == []  # no timed work: never ticked
+    # each poll waits the longest allowed
+    assert c.waits and all(abs(w - 0.5) < 0.01 for w in c.waits) and c.consumes == 0

@@ -12,6 +12,7 @@ from typing import Any
 
 from streamcrawl_core.neardup import block_rows, candidate_keys, signed64
 
+from streamcrawl_runtime.cql_coalesce import WriteCoalescer
 from streamcrawl_runtime.ports.cql import CqlSession
 from streamcrawl_runtime.ports.state import (
     DueRow,
@@ -43,6 +44,9 @@ DUE_BUCKET_S = 3600
 class CassandraCrawlState:
     def __init__(self, session: CqlSession) -> None:
         self.s = session
+        # Per-row writes of concurrent handlers go out together (group commit: cql_coalesce); reads, the
+        # content claim (a lightweight transaction) and the large robots.txt write stay single requests.
+        self._w = WriteCoalescer(session)
         p = str  # a statement is its CQL text: the session prepares each text once, on first use
         self._q_put = p("INSERT INTO frontier_queue (part, host, url_fp, url, priority, kind, not_before, depth,"
                         " enqueued_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
@@ -104,11 +108,11 @@ class CassandraCrawlState:
 
     # ---------------------------------------------------------------- frontier_queue
     async def queue_put(self, item: QueuedUrl) -> None:
-        await self._exec(self._q_put, (item.part, item.host, item.url_fp, item.url, item.priority, item.kind,
-                                       ts(item.not_before), item.depth, ts(item.enqueued_at)))
+        await self._w.write([(self._q_put, (item.part, item.host, item.url_fp, item.url, item.priority, item.kind,
+                                            ts(item.not_before), item.depth, ts(item.enqueued_at)))])
 
     async def queue_delete(self, part: int, host: str, url_fp: int) -> None:
-        await self._exec(self._q_del, (part, host, url_fp))
+        await self._w.write([(self._q_del, (part, host, url_fp))])
 
     def _finish_writes(self, part: int, host: str, url_fp: int, now: float) -> list[_Write]:
         return [(self._q_del, (part, host, url_fp)), (self._u_done, (ts(now), host, url_fp))]
@@ -116,7 +120,7 @@ class CassandraCrawlState:
     async def queue_finish(self, part: int, host: str, url_fp: int, now: float) -> None:
         """Drop the queue row and mark the URL done, in one unlogged batch (one round trip): both rows
         are idempotent, so a half-applied batch is repaired by the replayed result."""
-        await self._exec_unlogged(self._finish_writes(part, host, url_fp, now))
+        await self._w.write(self._finish_writes(part, host, url_fp, now))
 
     async def queue_load(self, part: int) -> list[QueuedUrl]:
         rows = await self._exec(self._q_load, (part,), page_size=5000)
@@ -142,12 +146,12 @@ class CassandraCrawlState:
 
     async def host_put_fetched_lease(self, host: str, lease_id: str, outcome: FetchOutcome | None = None) -> None:
         if outcome is None:
-            await self._exec(self._h_fetched, (lease_id, host))
+            await self._w.write([(self._h_fetched, (lease_id, host))])
             return
-        # The lease mark, the last fetch end and the outcome row: one unlogged batch of idempotent writes
-        # (same partition key), one round trip. A half-applied batch is rewritten by the replay.
+        # The lease mark, the last fetch end and the outcome row: idempotent writes (same partition key) in
+        # one request. A half-applied batch is rewritten by the replay.
         at = ts(outcome.at)
-        await self._exec_unlogged([
+        await self._w.write([
             (self._h_fetched_end, (lease_id, at, host)),
             (self._h_outcome, (host, at, outcome.url, outcome.outcome, outcome.status, outcome.fetch_ms))])
 
@@ -155,24 +159,24 @@ class CassandraCrawlState:
         await self._exec(self._h_dns, (ip, error, ts(expires_at), host))
 
     async def host_put_started_lease(self, host: str, lease_id: str, started_at: float) -> None:
-        await self._exec(self._h_started, (lease_id, ts(started_at), host))
+        await self._w.write([(self._h_started, (lease_id, ts(started_at), host))])
 
     async def host_put_politeness(self, host: str, next_allowed_at: float, backoff_level: int,
                                   last_fetch_ms: float | None, crawl_delay_s: float | None) -> None:
-        await self._exec(self._h_pol, (ts(next_allowed_at), backoff_level, last_fetch_ms, crawl_delay_s, host))
+        await self._w.write([(self._h_pol, (ts(next_allowed_at), backoff_level, last_fetch_ms, crawl_delay_s, host))])
 
     async def host_politeness_and_finish(self, host: str, next_allowed_at: float, backoff_level: int,
                                          last_fetch_ms: float | None, crawl_delay_s: float | None,
                                          part: int, url_fp: int, now: float) -> None:
         """The host's timer (ending its lease), the queue row's delete and url_state.frontier_done_at:
         one unlogged batch, one round trip."""
-        await self._exec_unlogged([
+        await self._w.write([
             (self._h_pol, (ts(next_allowed_at), backoff_level, last_fetch_ms, crawl_delay_s, host)),
             *self._finish_writes(part, host, url_fp, now)])
 
     async def host_put_lease(self, host: str, lease_id: str | None, url: str | None,
                              expires_at: float | None) -> None:
-        await self._exec(self._h_lease, (lease_id, url, ts(expires_at), host))
+        await self._w.write([(self._h_lease, (lease_id, url, ts(expires_at), host))])
 
     async def host_put_robots(self, host: str, status: int | None, body: str | None, fetched_at: float,
                               crawl_delay_s: float | None) -> None:
@@ -182,7 +186,7 @@ class CassandraCrawlState:
         await self._exec(self._h_soft404, (signature, host))
 
     async def host_put_budget(self, host: str, cycle: int, urls_this_cycle: int) -> None:
-        await self._exec(self._h_budget, (cycle, urls_this_cycle, host))
+        await self._w.write([(self._h_budget, (cycle, urls_this_cycle, host))])
 
     # ---------------------------------------------------------------- url_state
     async def url_get(self, host: str, url_fp: int) -> UrlState | None:
@@ -198,7 +202,7 @@ class CassandraCrawlState:
 
     async def url_insert_discovered(self, host: str, url_fp: int, url: str, depth: int, now: float,
                                     event_id: str = "") -> None:
-        await self._exec(self._u_disc, (host, url_fp, url, depth, ts(now), event_id or None))
+        await self._w.write([(self._u_disc, (host, url_fp, url, depth, ts(now), event_id or None))])
 
     async def url_insert_discovered_many(self, host: str, urls: list[tuple[int, str]], depth: int, now: float,
                                          event_id: str = "") -> None:
@@ -207,8 +211,7 @@ class CassandraCrawlState:
             fp, url = urls[0]
             await self.url_insert_discovered(host, fp, url, depth, now, event_id)
             return
-        await self._exec_unlogged([(self._u_disc, (host, fp, url, depth, ts(now), event_id or None))
-                                   for fp, url in urls])
+        await self._w.write([(self._u_disc, (host, fp, url, depth, ts(now), event_id or None)) for fp, url in urls])
 
     def _fetch_write(self, st: UrlState) -> _Write:
         return self._u_fetch, (st.url, st.depth, st.status, st.http_status, st.content_type, st.content_hash,
@@ -216,20 +219,20 @@ class CassandraCrawlState:
                                st.fetch_count, st.canonical_url, st.host, st.url_fp)
 
     async def url_put_fetch(self, st: UrlState) -> None:
-        await self._exec(*self._fetch_write(st))
+        await self._w.write([self._fetch_write(st)])
 
     async def url_put_fetch_and_simhash(self, st: UrlState) -> None:
         """A new canonical page: its url_state row and its 4 simhash_blocks rows, one unlogged batch."""
         if st.simhash is None:
             raise ValueError(f"no simhash to index for {st.url}")
-        await self._exec_unlogged([*self._simhash_writes(st.simhash, st.url), self._fetch_write(st)])
+        await self._w.write([*self._simhash_writes(st.simhash, st.url), self._fetch_write(st)])
 
     async def url_put_schedule_and_due(self, host: str, url_fp: int, url: str, depth: int, interval_s: float,
                                        next_visit_at: float, change_count: int, last_changed_at: float | None,
                                        sched_hash: str | None) -> None:
-        await self._exec_unlogged([(self._u_sched, (interval_s, ts(next_visit_at), change_count, ts(last_changed_at),
-                                                    sched_hash, host, url_fp)),
-                                   self._due_write(next_visit_at, host, url_fp, url, depth)])
+        await self._w.write([(self._u_sched, (interval_s, ts(next_visit_at), change_count, ts(last_changed_at),
+                                              sched_hash, host, url_fp)),
+                             self._due_write(next_visit_at, host, url_fp, url, depth)])
 
     # ---------------------------------------------------------------- content dedup
     async def content_claim(self, content_hash: str, url: str, storage_key: str, now: float) -> str:
@@ -258,7 +261,7 @@ class CassandraCrawlState:
         return self._d_put, (int(next_visit_at // DUE_BUCKET_S), ts(next_visit_at), host, url_fp, url, depth)
 
     async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None:
-        await self._exec(*self._due_write(next_visit_at, host, url_fp, url, depth))
+        await self._w.write([self._due_write(next_visit_at, host, url_fp, url, depth)])
 
     async def due_range(self, start: float, end: float, limit: int) -> list[DueRow]:
         out: list[DueRow] = []
@@ -270,7 +273,7 @@ class CassandraCrawlState:
         return out
 
     async def due_delete(self, next_visit_at: float, host: str, url_fp: int) -> None:
-        await self._exec(self._d_del, (int(next_visit_at // DUE_BUCKET_S), ts(next_visit_at), host, url_fp))
+        await self._w.write([(self._d_del, (int(next_visit_at // DUE_BUCKET_S), ts(next_visit_at), host, url_fp))])
 
     # ---------------------------------------------------------------- control plane
     async def blocklist_patterns(self) -> list[str]:

@@ -19,6 +19,7 @@ old fetch) waits for the next full scan.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from collections.abc import Sequence
@@ -119,8 +120,8 @@ class RecrawlHandler:
             return []
         self._last_scan = now
         # The previous scan's URLs were produced and flushed since (the loop flushes every commit interval).
-        for visit_at, host, fp in self._emitted:
-            await self.state.due_delete(visit_at, host, fp)
+        # Together: the state adapter sends concurrent writes as a few batches.
+        await asyncio.gather(*(self.state.due_delete(visit_at, host, fp) for visit_at, host, fp in self._emitted))
         self._emitted = []
         full = now >= self._full_at + self.full_scan_s
         start = now - self.scan_lookback_s if full else max(now - self.scan_lookback_s, self._scanned_to)

@@ -80,6 +80,8 @@ class CassandraCrawlState:
         self._u_fetch = p("UPDATE url_state SET url = ?, depth = ?, status = ?, http_status = ?, content_type = ?,"
                           " content_hash = ?, simhash = ?, storage_key = ?, etag = ?, last_modified = ?,"
                           " fetched_at = ?, fetch_count = ?, canonical_url = ? WHERE host = ? AND url_fp = ?")
+        self._u_outcome = p("UPDATE url_state SET url = ?, depth = ?, status = ?, http_status = ?, fetched_at = ?"
+                            " WHERE host = ? AND url_fp = ?")
         self._u_sched = p("UPDATE url_state SET change_interval_s = ?, next_visit_at = ?, change_count = ?,"
                           " last_changed_at = ?, sched_hash = ? WHERE host = ? AND url_fp = ?")
         self._c_claim = p("INSERT INTO content_index (content_hash, canonical_url, storage_key, first_seen)"
@@ -217,6 +219,10 @@ class CassandraCrawlState:
         return self._u_fetch, (st.url, st.depth, st.status, st.http_status, st.content_type, st.content_hash,
                                st.simhash, st.storage_key, st.etag, st.last_modified, ts(st.fetched_at),
                                st.fetch_count, st.canonical_url, st.host, st.url_fp)
+
+    async def url_put_outcome(self, host: str, url_fp: int, url: str, depth: int, status: str,
+                              http_status: int | None, fetched_at: float) -> None:
+        await self._w.write([(self._u_outcome, (url, depth, status, http_status, ts(fetched_at), host, url_fp))])
 
     async def url_put_fetch(self, st: UrlState) -> None:
         await self._w.write([self._fetch_write(st)])

@@ -22,9 +22,8 @@
   near duplicates by SimHash (Hamming distance <= 3, via the 4×16-bit block index). A duplicate becomes
   an alias of its canonical URL and its links are not followed. A new or changed page is published on
   page_fetched and its out-links become candidates for their own hosts' partitions.
-- fetch_results: redirects (each target is a URL of its own, back through normalization and dedup) and
-  the url_state status of pages that produced no parsed record (a soft 404 is status "soft404": never
-  published, its links not followed).
+- Not fetch_results: the fetcher writes the url_state status of fetches that produced no parsed page and
+  sends a redirect's target to url_candidates itself (one consumer fewer of every fetch result).
 """
 
 from __future__ import annotations
@@ -33,12 +32,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Collection, Sequence
-from datetime import UTC, datetime
 
 from prometheus_client import Counter
 from streamcrawl_contracts.messages import (
     Envelope,
-    FetchResult,
     PageFetched,
     ParsedPage,
     UrlCandidates,
@@ -177,8 +174,6 @@ class DedupHandler:
             return await self._candidates(record, message)
         if isinstance(message, ParsedPage):
             return await self._parsed(message)
-        if isinstance(message, FetchResult):
-            return await self._fetch_result(message)
         raise PoisonMessage(f"unexpected message type {type(message).__name__}")
 
     # ------------------------------------------------------------------ URLs
@@ -327,20 +322,3 @@ class DedupHandler:
             if other_url != page.url and hamming(fp, from_signed64(other_fp)) <= self.simhash_distance:
                 return other_url
         return None
-
-    async def _fetch_result(self, res: FetchResult) -> Sequence[Output]:
-        if res.outcome in ("fetched", "robots_fetched", "probe_fetched", "lease_expired", "interrupted"):
-            return []  # fetched pages are handled from the parsed topic; the others fetched no page
-        prev = await self.state.url_get(res.host, res.url_fp)
-        status = {"not_modified": "fetched", "redirect": "redirected", "robots_disallowed": "disallowed",
-                  "robots_unavailable": "disallowed", "soft_404": "soft404",
-                  "blocked_address": "blocked"}.get(res.outcome, "error")
-        st = prev or UrlState(res.host, res.url_fp, res.url, res.depth)
-        st.status = status
-        st.http_status = res.status
-        st.fetched_at = datetime.now(UTC).timestamp()
-        st.fetch_count = (prev.fetch_count if prev else 0) + 1
-        await self.state.url_put_fetch(st)
-        if res.outcome == "redirect" and res.redirect_to:
-            return self._links_out([res.redirect_to], res.depth, res.url)
-        return []

@@ -3,8 +3,8 @@ near duplicates of fetched pages; publishes new and changed pages on page_fetche
 
 from __future__ import annotations
 
-from streamcrawl_contracts.messages import FetchResult, ParsedPage, UrlCandidates
-from streamcrawl_contracts.topics import FETCH_RESULTS, PARSED, URL_CANDIDATES
+from streamcrawl_contracts.messages import ParsedPage, UrlCandidates
+from streamcrawl_contracts.topics import PARSED, URL_CANDIDATES
 from streamcrawl_core.traps import TrapConfig
 from streamcrawl_runtime.connect import blob_store, cassandra_check, crawl_state, s3_check
 from streamcrawl_runtime.kafka_loop import RunLoop
@@ -39,8 +39,7 @@ def build(settings: DedupSettings) -> Wiring:
     def on_loop(loop: RunLoop) -> None:
         seen.progress = lambda part: loop.processed_upto(URL_CANDIDATES.name, part)
 
-    return Wiring(handler, {URL_CANDIDATES.name: UrlCandidates, PARSED.name: ParsedPage,
-                            FETCH_RESULTS.name: FetchResult},
+    return Wiring(handler, {URL_CANDIDATES.name: UrlCandidates, PARSED.name: ParsedPage},
                   loop={"max_in_flight": 500, "resume_below": 250, "tick_interval_s": 1.0},
                   checks={"cassandra": cassandra_check(state.s), "s3": s3_check(blobs.client, blobs.bucket)},
                   on_loop=on_loop)

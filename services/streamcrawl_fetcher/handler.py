@@ -26,6 +26,11 @@ finished (fetched_lease). A request replayed after a crash (at-least-once) is th
 request was under way at the crash and its outcome is lost; no new request, the frontier holds the host
 for the politeness delay of a fetch that lasted until now), or never started (fetched normally).
 
+The URL's status in url_state for an outcome that leaves nothing to parse (an error, a redirect, a 304, a
+disallowed URL, a soft 404) is written here, in the same request as the fetched mark, and a redirect's
+target goes out as a candidate URL of its own host (url_candidates): no other service reads fetch results
+for those (dedup used to, for every result).
+
 Every request yields exactly one FetchResult keyed by host, whatever happens on the network; only an
 unavailable engine (S3, Cassandra) raises, as TransientError, so the run loop retries the request
 instead of reporting a fetch failure that was not the site's fault.
@@ -43,8 +48,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from prometheus_client import Counter, Histogram
-from streamcrawl_contracts.messages import Envelope, FetchRequest, FetchResult
-from streamcrawl_contracts.topics import FETCH_RESULTS
+from streamcrawl_contracts.messages import Envelope, FetchRequest, FetchResult, UrlCandidates
+from streamcrawl_contracts.topics import FETCH_RESULTS, URL_CANDIDATES
+from streamcrawl_core.identity import url_identity
 from streamcrawl_core.lease import Replay, interrupted_fetch_s, may_send, replay_check
 from streamcrawl_core.politeness import parse_retry_after
 from streamcrawl_core.traps import is_soft404, soft404_echoes, soft404_probe_path, soft404_signature
@@ -58,6 +64,13 @@ from streamcrawl_fetcher.robots_cache import NO_SOFT404, RobotsCache
 from streamcrawl_fetcher.settings import DEFAULT_INLINE_BODY_MAX_BYTES
 
 log = logging.getLogger("streamcrawl.fetcher")
+
+#: url_state status of each outcome that leaves nothing to parse ("error" for any other such outcome). A
+#: fetched page's row is dedup's, from the parsed page; robots.txt, probe, expired and interrupted requests
+#: fetched nothing of the URL, and write none.
+URL_STATUS = {"not_modified": "fetched", "redirect": "redirected", "robots_disallowed": "disallowed",
+              "robots_unavailable": "disallowed", "soft_404": "soft404", "blocked_address": "blocked"}
+NO_URL_STATUS = frozenset({"fetched", "robots_fetched", "probe_fetched", "lease_expired", "interrupted"})
 
 NO_SOFT404_YET = "home-first"  # the host's answer is not known yet, and the home page is not classified
 
@@ -118,16 +131,26 @@ class FetcherHandler(StatelessHandler):
                 REPLAYS_SKIPPED.inc()
                 return ()
         result = await self.fetch(message, maybe_replay=not record.fresh, lease=lease)
+        status = None if result.outcome in NO_URL_STATUS else URL_STATUS.get(result.outcome, "error")
         if result.outcome != "lease_expired":
             # Durable before the result is produced (the offset is committed only after that); the outcome
-            # row (the host view's last outcomes) goes in the same request.
+            # row (the host view's last outcomes) goes in the same request, and so does the URL's status for
+            # an outcome that leaves nothing to parse (the state adapter batches concurrent writes). A replay
+            # writes the same again.
             outcome = FetchOutcome(result.ended_at or self.clock(), message.url, result.outcome, result.status,
                                    round(result.fetch_s * 1000.0, 3))
-            await self.state.host_put_fetched_lease(message.host, message.lease_id, outcome)
+            writes = [self.state.host_put_fetched_lease(message.host, message.lease_id, outcome)]
+            if status is not None:
+                writes.append(self.state.url_put_outcome(message.host, message.url_fp, message.url, message.depth,
+                                                         status, result.status, outcome.at))
+            await asyncio.gather(*writes)
         RESULTS.labels(result.outcome).inc()
         log.info("fetched", extra={"url": message.url, "outcome": result.outcome, "status": result.status,
                                    "fetch_s": round(result.fetch_s, 3)})
-        return [Output(FETCH_RESULTS, message.host, result)]
+        out = [Output(FETCH_RESULTS, message.host, result)]
+        if result.outcome == "redirect" and result.redirect_to:
+            out.extend(_redirect_candidate(result))
+        return out
 
     # ------------------------------------------------------------------ the fetch
 
@@ -389,3 +412,15 @@ def _dns_failure(result: Callable[..., FetchResult], exc: DnsError, **fields: An
     if exc.transient:
         return result("network_error", error=f"dns {exc}", **fields)
     return result("dns_error", error=str(exc), **fields)
+
+
+def _redirect_candidate(res: FetchResult) -> list[Output]:
+    """The redirect's target as a candidate for its own host's seen-set (a URL of its own: it goes
+    through dedup and the frontier like any link), depth unchanged."""
+    assert res.redirect_to is not None
+    try:
+        url, host, fp = url_identity(res.redirect_to)
+    except UrlError:
+        return []
+    return [Output(URL_CANDIDATES, host, UrlCandidates(host=host, depth=res.depth, source_url=res.url, urls=[url],
+                                                       url_fps=[fp]))]

@@ -148,6 +148,13 @@ class MemoryCrawlState:
         for fp, url in urls:
             await self.url_insert_discovered(host, fp, url, depth, now, event_id)
 
+    async def url_put_outcome(self, host: str, url_fp: int, url: str, depth: int, status: str,
+                              http_status: int | None, fetched_at: float) -> None:
+        self.calls.append(("url_put_outcome", host, url, status))
+        row = self._url(host, url_fp, url)
+        row.url, row.depth, row.status, row.http_status = url, depth, status, http_status
+        row.fetched_at = _ms(fetched_at)
+
     async def url_put_fetch(self, st: UrlState) -> None:
         self.calls.append(("url_put_fetch", st.host, st.url, st.status))
         self._put_fetch(st)

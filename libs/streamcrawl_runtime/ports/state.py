@@ -173,6 +173,10 @@ class FetcherState(RobotsState, UrlReader, LeaseReader, Protocol):
         """The resolver's fresh answer for the host (host_state.dns_ip / dns_error / dns_expires_at)."""
     async def host_put_started_lease(self, host: str, lease_id: str, started_at: float) -> None:
         """The fetcher is about to send a request to the host under ``lease_id``."""
+    async def url_put_outcome(self, host: str, url_fp: int, url: str, depth: int, status: str,
+                              http_status: int | None, fetched_at: float) -> None:
+        """The url_state status of a fetch that produced no page to parse (an error, a redirect, a 304, a
+        disallowed URL, a soft 404): only these columns; content, schedule and counts are left alone."""
 
 
 class DedupState(HostReader, UrlReader, OverridesReader, Protocol):

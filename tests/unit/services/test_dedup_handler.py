@@ -17,7 +17,6 @@ from streamcrawl_core.traps import TrapConfig
 from streamcrawl_dedup.handler import DedupHandler
 from streamcrawl_dedup.seen import SeenSet, offset_key, snapshot_key
 from streamcrawl_runtime.memory import MemoryBlobStore, MemoryCrawlState
-from streamcrawl_runtime.ports.blobs import encode_page
 from streamcrawl_runtime.ports.errors import PoisonMessage, TransientError
 from streamcrawl_runtime.ports.loop import Output, Record
 from streamcrawl_runtime.ports.state import HostState
@@ -353,57 +352,14 @@ def test_nofollow_page_is_published_without_links() -> None:
 
 # ------------------------------------------------------------------ fetch results
 
-def _result(url: str, outcome: str, **kw: Any) -> FetchResult:
-    return FetchResult(url=url, host=host_of(url), url_fp=url_fingerprint(url), depth=2, lease_id="L",
-                       outcome=outcome, started_at=T0, **kw)  # type: ignore[arg-type]
-
-
-def test_redirect_becomes_a_candidate_for_the_target() -> None:
+def test_fetch_results_are_not_dedups() -> None:
+    """Dedup reads no fetch results: the fetcher records the status of fetches that leave nothing to parse
+    and sends redirect targets as candidates itself (tests/unit/services/test_fetcher_handler.py)."""
     rig = Rig()
-    outs = rig.run(rig.h.handle(rec("a.test"), _result("http://a.test/old", "redirect", status=301,
-                                                       redirect_to="HTTP://B.test/new")))
-    [(key, c)] = candidates(outs)
-    assert (key, c.urls, c.host, c.depth, c.source_url) == ("b.test", ["http://b.test/new"], "b.test", 2,
-                                                            "http://a.test/old")
-    st = rig.url_state("http://a.test/old")
-    assert (st.status, st.http_status, st.fetch_count) == ("redirected", 301, 1)
-
-
-@pytest.mark.parametrize("outcome,status,expected", [("robots_disallowed", None, "disallowed"),
-                                                     ("http_error", 404, "error"), ("not_modified", 304, "fetched"),
-                                                     ("soft_404", 200, "soft404"),
-                                                     ("blocked_address", None, "blocked")])
-def test_other_outcomes_only_record_status(outcome: str, status: int | None, expected: str) -> None:
-    rig = Rig()
-    rig.page("http://a.test/p", "h1")
-    outs = rig.run(rig.h.handle(rec("a.test"), _result("http://a.test/p", outcome, status=status)))
-    assert outs == []
-    st = rig.url_state("http://a.test/p")
-    assert (st.status, st.http_status, st.fetch_count, st.content_hash) == (expected, status, 2, "h1")
-
-
-@pytest.mark.parametrize("outcome", ["fetched", "probe_fetched", "interrupted"])
-def test_fetched_outcome_is_left_to_the_parsed_topic(outcome: str) -> None:
-    """fetched: the parsed topic records it; probe_fetched, interrupted: no page came (it is re-queued)."""
-    rig = Rig()
-    assert rig.run(rig.h.handle(rec("a.test"), _result("http://a.test/p", outcome, status=200))) == []
-    assert rig.state.urls == {}
-
-
-def test_fetched_result_carrying_its_body_is_ignored_like_any_fetched_result() -> None:
-    """The body inline in a FetchResult (body_gz) is the parser's: dedup neither needs nor reads it."""
-
-    class NoReads(MemoryBlobStore):
-        def get_page(self, key: str) -> bytes:
-            raise AssertionError("dedup read a page body")
-
-    rig = Rig(blobs=NoReads())
-    wire = _result("http://a.test/p", "fetched", status=200, content_hash="h1", storage_key="pages/h1.gz",
-                   body_gz=encode_page(b"<p>x</p>" * 50)).model_dump_json()
-    res = FetchResult.model_validate_json(wire)
-    assert res.body_gz is not None
-    assert rig.run(rig.h.handle(rec("a.test"), res)) == []
-    assert rig.state.urls == {}
+    res = FetchResult(url="http://a.test/old", host="a.test", url_fp=url_fingerprint("http://a.test/old"),
+                      lease_id="L", outcome="redirect", started_at=T0, redirect_to="http://b.test/new")
+    with pytest.raises(PoisonMessage):
+        rig.run(rig.h.handle(rec("a.test"), res))
 
 
 # ------------------------------------------------------------------ Bloom snapshots

@@ -16,8 +16,8 @@ import pytest
 from aiohttp import web as aioweb
 from prometheus_client import REGISTRY
 from pydantic import ValidationError
-from streamcrawl_contracts.messages import FetchRequest, FetchResult, ParsedPage
-from streamcrawl_contracts.topics import FETCH_RESULTS
+from streamcrawl_contracts.messages import FetchRequest, FetchResult, ParsedPage, UrlCandidates
+from streamcrawl_contracts.topics import FETCH_RESULTS, URL_CANDIDATES
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.robots import RobotsConfig
 from streamcrawl_fetcher.dns import AddressNotAllowed, DnsError, Resolver, parse_networks
@@ -96,7 +96,9 @@ class Rig:
             rec = Record("t", 0, 0, req.host, b"")
             outs = await self.handler.handle(rec, req)
             await self.client.aclose()
-            assert len(outs) == 1 and outs[0].topic == FETCH_RESULTS and outs[0].key == req.host
+            assert outs[0].topic == FETCH_RESULTS and outs[0].key == req.host
+            self.extra = list(outs[1:])  # a redirect's target, as a candidate of its host
+            assert all(o.topic == URL_CANDIDATES for o in self.extra)
             res = outs[0].value
             assert isinstance(res, FetchResult)
             return res
@@ -315,9 +317,11 @@ def test_dns_timeout_is_a_network_error_the_frontier_retries(dns_server: TinyDNS
 
 
 def test_address_outside_allowed_networks_is_refused(rig: Rig) -> None:
-    res = rig.run(rig.request("/", host="far.test"))
+    req = rig.request("/", host="far.test")
+    res = rig.run(req)
     assert res.outcome == "blocked_address" and "private address 10.1.2.3" in (res.error or "")
     assert res.status is None and rig.web.seen == []
+    assert rig.state.urls[("far.test", req.url_fp)].status == "blocked"  # the fetcher records it (not dedup)
 
 
 @pytest.mark.parametrize(("answer", "why"), [
@@ -886,3 +890,47 @@ def test_home_page_goes_before_the_probe_and_is_not_classified(rig: Rig) -> None
     assert rig.run(rig.request("/docs/missing.html")).outcome == "soft_404"
     assert rig.run(rig.request("/?q=1")).outcome == "soft_404"  # only the bare root skips the check
     assert len(rig.web.probes()) == 1
+
+
+# ------------------------------------------------------------------ the URL's status (not dedup's any more)
+
+def test_redirect_records_its_status_and_sends_the_target_as_a_candidate(rig: Rig) -> None:
+    rig.allow_all()
+    rig.web.routes["/old"] = Reply(301, b"", {"Location": "HTTP://B.test/new"})
+    req = rig.request("/old", depth=2)
+    res = rig.run(req)
+    assert res.outcome == "redirect"
+    [cand] = rig.extra
+    assert cand.key == "b.test"
+    c = cand.value
+    assert isinstance(c, UrlCandidates)
+    assert (c.urls, c.url_fps, c.host, c.depth, c.source_url) == (
+        ["http://b.test/new"], [url_fingerprint("http://b.test/new")], "b.test", 2, req.url)
+    st = rig.state.urls[(HOST, req.url_fp)]
+    assert (st.status, st.http_status, st.url) == ("redirected", 301, req.url)
+    # one request for the fetched mark and the status (the adapter batches concurrent writes)
+    assert [c[0] for c in rig.state.calls[-2:]] == ["host_put_fetched_lease", "url_put_outcome"]
+
+
+@pytest.mark.parametrize("status,expected", [(404, "error"), (304, "fetched"), (503, "error")])
+def test_other_outcomes_record_only_the_status(rig: Rig, status: int, expected: str) -> None:
+    rig.allow_all()
+    rig.web.routes["/p"] = Reply(status, b"")
+    req = rig.request("/p")
+    st = rig.state.urls.setdefault((HOST, req.url_fp), UrlState(HOST, req.url_fp, req.url, 0, "fetched", 200,
+                                                                 content_hash="h1", fetch_count=1))
+    rig.run(req)
+    assert (st.status, st.http_status, st.content_hash, st.fetch_count) == (expected, status, "h1", 1)
+    assert rig.extra == []
+
+
+def test_robots_disallowed_is_recorded_and_fetched_pages_are_left_to_dedup(rig: Rig) -> None:
+    asyncio.run(rig.state.host_put_robots(HOST, 200, "User-agent: *\nDisallow: /private/\n", time.time(), None))
+    asyncio.run(rig.state.host_put_soft404(HOST, "none"))
+    blocked = rig.request("/private/x")
+    assert rig.run(blocked).outcome == "robots_disallowed"
+    assert rig.state.urls[(HOST, blocked.url_fp)].status == "disallowed"
+    rig.web.routes["/ok"] = Reply(200, b"<p>x</p>", {"Content-Type": "text/html"})
+    ok = rig.request("/ok")
+    assert rig.run(ok).outcome == "fetched"
+    assert (HOST, ok.url_fp) not in rig.state.urls  # dedup writes a fetched page's row, from the parsed page

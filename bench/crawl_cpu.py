@@ -119,6 +119,7 @@ COUNTERS = {
     "streamcrawl_outputs_total": ("produced", "topic"),
     "streamcrawl_messages_total": ("consumed", "topic"),
     "streamcrawl_cql_statements_total": ("cql", "table"),
+    "streamcrawl_cql_requests_total": ("cqlreq", "kind"),
 }
 
 Counts = dict[tuple[str, str], float]  # (kind, "row label") → value, summed over the services

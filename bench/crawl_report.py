@@ -243,7 +243,9 @@ def counter_tables(sc: list[SideResult]) -> list[str]:
             + section("consumed", "Kafka records consumed per page, by topic (a record read by n services counts n "
                       "times)", "topic")
             + section("cql", "Cassandra statements per page, by table and verb (a batch's statements each count; "
-                      "`batch batch` counts the batches)", "table, verb"))
+                      "`batch batch` counts the batches)", "table, verb")
+            + section("cqlreq", "Cassandra requests per page (a single statement or a batch: one request each)",
+                      "kind"))
 
 
 def coverage_rows(sc: list[SideResult], sp: list[SideResult], truth: Truth | None) -> list[str]:

@@ -74,6 +74,9 @@ _AS_TRANSIENT = _AsTransient()
 STATEMENTS = Counter("streamcrawl_cql_statements_total", "CQL statements sent, by table and verb",
                      ["table", "op"])
 _STATEMENTS = Children(STATEMENTS)
+# Requests sent: a single statement or an unlogged batch each (what a statement costs is mostly per request).
+REQUESTS = Counter("streamcrawl_cql_requests_total", "CQL requests sent: single statements and batches", ["kind"])
+_SINGLE, _BATCH = REQUESTS.labels("single"), REQUESTS.labels("batch")
 _TABLE = re.compile(r"\b(?:FROM|INTO|UPDATE|TABLE)\s+(?:\w+\.)?(\w+)", re.IGNORECASE)
 
 
@@ -149,6 +152,7 @@ class AcsyllaSession:
     async def execute(self, cql: str, params: Sequence[Any], page_size: int | None = None) -> list[Any]:
         session, stmt = await self._bound(cql, params, page_size)
         _STATEMENTS(*statement_kind(cql)).inc()
+        _SINGLE.inc()
         rows: list[Any] = []
         while True:
             with _AS_TRANSIENT:
@@ -173,6 +177,7 @@ class AcsyllaSession:
         if session is None:
             return
         _STATEMENTS("batch", "batch").inc()
+        _BATCH.inc()
         with _AS_TRANSIENT:
             await session.execute_batch(batch)
 

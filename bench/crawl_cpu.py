@@ -55,6 +55,43 @@ def self_cpu_s() -> float:
     return t.user + t.system
 
 
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of a process's live threads by kind: its main thread (the event loop), librdkafka's
+    threads (named ``rdk:*``), and the rest (worker threads, the Cassandra driver's I/O threads, ...). py-spy
+    samples only Python stacks, so this is how the Kafka client's native threads are seen at all."""
+    out = {"main": 0.0, "librdkafka": 0.0, "other": 0.0}
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            comm = (task / "comm").read_text().strip()
+            used = parse_proc_stat((task / "stat").read_text(), children=False)
+        except (OSError, ValueError, IndexError):
+            continue  # the thread ended meanwhile
+        kind = "main" if task.name == str(pid) else ("librdkafka" if comm.startswith("rdk:") else "other")
+        out[kind] += used
+    return out
+
+
+def sample_threads(pids: Mapping[str, int]) -> dict[str, dict[str, float]]:
+    return {name: thread_cpu(pid) for name, pid in pids.items()}
+
+
+def threads_delta(before: Mapping[str, Mapping[str, float]], after: Mapping[str, Mapping[str, float]],
+                  totals: Mapping[str, float]) -> dict[str, dict[str, float]]:
+    """Per process: main and librdkafka thread CPU in the window, and the rest of its CPU (other threads,
+    including ones that ended in the window) as the difference to its total."""
+    out: dict[str, dict[str, float]] = {}
+    for name, total in totals.items():
+        b, a = before.get(name, {}), after.get(name, {})
+        main = a.get("main", 0.0) - b.get("main", 0.0)
+        rdk = a.get("librdkafka", 0.0) - b.get("librdkafka", 0.0)
+        out[name] = {"main": main, "librdkafka": rdk, "other": max(0.0, total - main - rdk)}
+    return out
+
+
 def sample_cpu(pids: Mapping[str, int]) -> dict[str, float | None]:
     return {name: cpu_seconds(pid) for name, pid in pids.items()}
 

@@ -208,6 +208,17 @@ def cpu_table(sc: list[SideResult], sp: list[SideResult]) -> list[str]:
         lines.append(row(label, lambda r, k=key: r.infra_cpu.get(k, float("nan"))))  # type: ignore[misc]
     lines.append(row("all three engines", lambda r: r.infra_cpu_s, True))
     lines.append(row("services + engines", lambda r: r.crawler_cpu_s + r.infra_cpu_s, True))
+    threads = sc[0].extra.get("threads") or {}
+    if threads:
+        lines += ["", "Where each service's CPU ran (first repeat; `/proc/<pid>/task`): its event-loop thread, "
+                  "librdkafka's threads (the Kafka client, native: py-spy does not see them), and the rest "
+                  "(worker threads, the Cassandra driver's I/O threads).", "",
+                  "| service | event loop, CPU-ms per page | librdkafka | rest |", "|---|---|---|---|"]
+        for svc in SERVICES:
+            t = threads.get(svc)
+            if t:
+                lines.append(f"| {svc} | {fmt(_per_page(sc[0], t['main']), 2)} | "
+                             f"{fmt(_per_page(sc[0], t['librdkafka']), 2)} | {fmt(_per_page(sc[0], t['other']), 2)} |")
     lines += ["", "Engine CPU ÷ service CPU: " + ratio(med(r.infra_cpu_s for r in sc), med(r.crawler_cpu_s for r in sc))
               + ". The engines are shared: other tenants' work in the window is in their CPU too (see their CPU in "
               "Scrapy's window, which does not use them, in the table above).", ""]

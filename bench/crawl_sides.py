@@ -165,11 +165,11 @@ def run_streamcrawl(args: argparse.Namespace, wd: Path, truth: Truth | None = No
             spy = PySpy(services, wd, args.pyspy_rate)
         m0 = cpu.scrape()
         t0, busy0, l0 = time.time(), cpu.machine_busy_s(), cpu.self_cpu_s()
-        c0, o0 = cpu.sample_cpu(services), cpu.sample_cpu(others)
+        c0, o0, th0 = cpu.sample_cpu(services), cpu.sample_cpu(others), cpu.sample_threads(services)
         crawl.seed(crawl.manifest["seeds"])
         ended_by = _wait_window(args, t0, tail, alive, "streamcrawl")
         t1, busy1, l1 = time.time(), cpu.machine_busy_s(), cpu.self_cpu_s()
-        c1, o1 = cpu.sample_cpu(services), cpu.sample_cpu(others)
+        c1, o1, th1 = cpu.sample_cpu(services), cpu.sample_cpu(others), cpu.sample_threads(services)
         m1 = cpu.scrape()
         if spy is not None:
             spy.stop()
@@ -181,10 +181,12 @@ def run_streamcrawl(args: argparse.Namespace, wd: Path, truth: Truth | None = No
     other = cpu.cpu_delta(o0, o1)
     counters = _flat(cpu.counts_delta(m0, m1))
     counters.setdefault("launcher", {})["produced|streamcrawl.seeds"] = float(len(crawl.manifest["seeds"]))
+    crawler_cpu = cpu.cpu_delta(c0, c1)
     r = SideResult("streamcrawl", args.hosts, t0, t1, count_window(entries, t0, t1, args.bin),
-                   cpu.cpu_delta(c0, c1), other.pop("synthweb", float("nan")), other, busy1 - busy0,
+                   crawler_cpu, other.pop("synthweb", float("nan")), other, busy1 - busy0,
                    violation_summary(entries, crawl.manifest),
-                   {"settle_s": waited, "log_requests_total": len(entries)}, l1 - l0, counters, ended_by=ended_by)
+                   {"settle_s": waited, "log_requests_total": len(entries),
+                    "threads": cpu.threads_delta(th0, th1, crawler_cpu)}, l1 - l0, counters, ended_by=ended_by)
     if truth is not None:
         r.coverage_frac, r.coverage_s = coverage(entries, truth, t0)
     return r

@@ -357,3 +357,22 @@ def test_render_has_the_per_process_and_counter_tables() -> None:
     assert "| streamcrawl.urls | 2,000 | 2.00 | dedup 2,000 |" in md
     assert "| url_state insert | 1,000 | 1.00 | dedup 1,000 |" in md
     assert "Politeness lower bound 30.0 s" in md and "| **÷ the lower bound** | 1.20 | not reached |" in md
+
+
+def test_thread_cpu_splits_the_main_thread_from_the_rest() -> None:
+    cpu = sys.modules["crawl_cpu"]
+    import threading
+
+    stop = time.time() + 0.3
+
+    def spin() -> None:
+        while time.time() < stop:
+            pass
+
+    t = threading.Thread(target=spin)
+    t.start()
+    seen = cpu.thread_cpu(os.getpid())
+    t.join()
+    assert set(seen) == {"main", "librdkafka", "other"} and seen["main"] > 0
+    d = cpu.threads_delta({"s": {"main": 1.0, "librdkafka": 2.0}}, {"s": {"main": 1.5, "librdkafka": 2.25}}, {"s": 1.0})
+    assert d == {"s": {"main": 0.5, "librdkafka": 0.25, "other": 0.25}}

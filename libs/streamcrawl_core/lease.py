@@ -167,8 +167,16 @@ class LeaseTable:
         return None
 
     def next_time(self) -> float | None:
-        """When the earliest entry is due (possibly a stale one), or None."""
-        return self._heap[0][0] if self._heap else None
+        """When the earliest entry of a live lease is due, or None (stale heads are dropped, so a caller
+        that sleeps until then is not woken for a lease that has ended)."""
+        heap = self._heap
+        while heap:
+            _, host, lease_id = heap[0]
+            lease = self._by_host.get(host)
+            if lease is not None and lease.lease_id == lease_id:
+                return heap[0][0]
+            heapq.heappop(heap)
+        return None
 
     def drop_parts(self, parts: set[int]) -> None:
         """Forget the leases of revoked partitions (their heap entries are skipped later)."""

@@ -291,7 +291,7 @@ class CassandraCrawlState:
 
     async def summary_put(self, summary: PartitionSummary) -> None:
         s = summary
-        await self._exec(self._summary, (s.part, s.queued, s.in_flight, s.hosts, s.top_hosts, ts(s.updated_at)))
+        await self._w.write([(self._summary, (s.part, s.queued, s.in_flight, s.hosts, s.top_hosts, ts(s.updated_at)))])
 
     async def host_overrides(self) -> dict[str, HostOverride]:
         """Every override (the table holds the few hosts with an agreed rate, so a full read is cheap)."""

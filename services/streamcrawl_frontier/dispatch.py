@@ -33,13 +33,18 @@ Picked = tuple[Frontier, FrontierItem, Lease, UrlMeta]
 class FrontierDispatch(FrontierResults):
     def tick_due(self, now: float) -> float:
         """When the next tick has work (the run loop sleeps until then): the earliest host timer of the owned
-        partitions less the dispatch lookahead, a lease's expiry check, or the overrides refresh. With every
-        lease out no host can be dispatched before a result, which is a record, and is handled first."""
-        due = self._overrides_at + self.overrides_refresh_s
+        partitions less the dispatch lookahead, a lease's expiry check, or the periodic reads and writes (the
+        overrides, the pauses, the partition summaries). With every lease out no host can be dispatched
+        before a result, which is a record, and is handled first; while everything is paused, none before
+        the next read of the pauses."""
+        if self.paused is None:
+            return now  # nothing is leased before the first read of the pauses
+        due = min(self._overrides_at + self.overrides_refresh_s, self._pauses_at + self.pauses_refresh_s,
+                  self._summary_at + self.summary_every_s)
         lease = self.leases.next_time()
         if lease is not None:
             due = min(due, lease)
-        if len(self.leases) < self.max_leases:
+        if len(self.leases) < self.max_leases and PAUSE_ALL not in self.paused:
             for fr in self.frontiers.values():
                 wake = fr.next_wakeup()
                 if wake is not None:

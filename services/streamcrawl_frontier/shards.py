@@ -9,6 +9,7 @@ has two fetches in flight.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -175,9 +176,11 @@ class FrontierShards:
         if now - self._summary_at < self.summary_every_s:
             return
         self._summary_at = now
-        for part, fr in list(self.frontiers.items()):
-            await self.state.summary_put(PartitionSummary(part, len(fr), fr.in_flight_count, fr.hosts_count,
-                                                          dict(fr.busiest(self.summary_top)), now))
+        # Together (one row per partition): the state adapter sends concurrent writes as one request or a few.
+        await asyncio.gather(*(self.state.summary_put(PartitionSummary(part, len(fr), fr.in_flight_count,
+                                                                       fr.hosts_count,
+                                                                       dict(fr.busiest(self.summary_top)), now))
+                               for part, fr in list(self.frontiers.items())))
 
     def stats(self) -> dict[str, int]:
         return {"queued": sum(len(f) for f in self.frontiers.values()), "in_flight": len(self.leases),

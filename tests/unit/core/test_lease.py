@@ -77,6 +77,7 @@ def test_lease_table_tracks_one_lease_per_host_and_skips_stale_entries() -> None
     assert len(t) == 2 and "a" in t and sorted(t) == ["a", "b"]
     t.track("a", a2)  # replaces a1; a1's heap entry is stale
     assert t.get("a") is a2
+    assert t.next_time() == min(a2.expires_at, b1.expires_at)  # a1's stale entry is not reported
     assert t.next_due(12.0) is None  # a1's entry comes up and is skipped
     assert t.next_due(15.0) == ("b", b1)
     assert t.end("b", "other") is None and t.end("b", "b1") is b1 and "b" not in t

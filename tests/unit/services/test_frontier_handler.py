@@ -784,9 +784,11 @@ def test_tick_due_follows_the_next_host_timer_not_a_fixed_period(clock: Clock) -
     """The run loop sleeps until tick_due: nothing queued, the next work is the overrides refresh; a
     ready host is due at once; a host waiting on its delay is due at its timer less the lookahead."""
     rig = Rig(clock, lookahead_s=0.3)
-    rig.tick(T0)  # reads the overrides: the next refresh is 30 s on
-    assert rig.h.tick_due(T0) == T0 + 30.0
-    rig.h.overrides_refresh_s = 1000.0  # out of the way of the lease below
+    assert rig.h.tick_due(T0) == T0  # the pauses were never read: nothing is leased before they are
+    rig.tick(T0)  # reads the overrides and pauses, writes the summaries: the next is the soonest of those
+    assert rig.h.tick_due(T0) == T0 + min(rig.h.pauses_refresh_s, rig.h.summary_every_s, 30.0) == T0 + 5.0
+    # out of the way of the lease below
+    rig.h.overrides_refresh_s = rig.h.pauses_refresh_s = rig.h.summary_every_s = 1000.0
     rig.url("http://a.test/1")
     rig.url("http://a.test/2")
     assert rig.h.tick_due(T0) <= T0
@@ -798,3 +800,6 @@ def test_tick_due_follows_the_next_host_timer_not_a_fixed_period(clock: Clock) -
     assert rig.tick(T0 + 1.0) == []  # before tick_due: nothing to do
     [nxt] = rig.tick(T0 + 1.2)
     assert nxt.url == "http://a.test/2"
+    rig.h.paused = frozenset({"*"})  # everything paused: no host timer counts, only the next read of the pauses
+    rig.result(nxt, T0 + 1.3)
+    assert rig.h.tick_due(T0 + 1.3) == T0 + 1000.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
 import socket
 import threading
 from collections.abc import Coroutine, Iterator
@@ -22,11 +23,18 @@ N_HOSTS = 30  # enough for one host of every special kind
 TEST_PROFILE = dataclasses.replace(PROFILES["fast"], robots_timeout_s=1.5, change_period_s=1.0)
 
 
-def free_port() -> int:
-    # Probe on the first synthetic address: the port is then used on all of them.
-    with socket.socket() as s:
-        s.bind(("127.10.0.1", 0))
-        return int(s.getsockname()[1])
+def free_port(rng: random.Random | None = None) -> int:
+    """A port below the kernel's ephemeral range (32768-60999 here), probed on the first synthetic address.
+    The server then binds it on every synthetic address and on 127.0.0.1: a port the kernel hands out to
+    outgoing connections (a crawl or a Kafka client running beside the tests) could be taken there."""
+    while True:
+        port = (rng or random).randrange(11000, 16000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.10.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 class LiveWeb:
@@ -82,9 +90,17 @@ class LiveWeb:
 
 @pytest.fixture(scope="package")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveWeb]:
-    web = generate(N_HOSTS, seed=11, profile=TEST_PROFILE, port=free_port())
-    running = LiveWeb(web, tmp_path_factory.mktemp("synthweb") / "requests.jsonl")
-    running.start()
+    rng = random.Random()
+    for attempt in range(20):  # another process may take the port between the probe and the bind
+        web = generate(N_HOSTS, seed=11, profile=TEST_PROFILE, port=free_port(rng))
+        running = LiveWeb(web, tmp_path_factory.mktemp("synthweb") / "requests.jsonl")
+        try:
+            running.start()
+            break
+        except OSError:
+            running.stop()
+            if attempt == 19:
+                raise
     try:
         yield running
     finally:

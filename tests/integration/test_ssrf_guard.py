@@ -1,7 +1,7 @@
 """The SSRF guard on the real engines, with the default settings (no allow-list, as the chart ships it):
 public-looking names whose DNS answers a loopback, private or metadata address get no connection; the
-fetcher's run loop (Kafka) produces `blocked_address`, and dedup records the URL in Cassandra's url_state
-as `blocked`. The web server on 127.0.0.1 would answer: its own log shows it was never asked."""
+fetcher's run loop (Kafka) produces `blocked_address` and records the URL in Cassandra's url_state as
+`blocked`. The web server on 127.0.0.1 would answer: its own log shows it was never asked."""
 
 from __future__ import annotations
 
@@ -14,14 +14,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from streamcrawl_contracts.messages import FetchRequest, FetchResult
 from streamcrawl_contracts.topics import Key, TopicSpec
 from streamcrawl_core.fingerprint import url_fingerprint
-from streamcrawl_core.traps import TrapConfig
-from streamcrawl_dedup.handler import DedupHandler
-from streamcrawl_dedup.seen import SeenSet
 from streamcrawl_fetcher.main import build_handler as build_fetcher
 from streamcrawl_fetcher.settings import FetcherSettings
 from streamcrawl_runtime.cassandra_state import CassandraCrawlState
 from streamcrawl_runtime.kafka_loop import LoopConfig, RunLoop
-from streamcrawl_runtime.ports.loop import Record
 from streamcrawl_runtime.s3_blobs import S3BlobStore
 
 from tests.integration.test_fetcher_parser_pipeline import Redirect, _read
@@ -89,13 +85,10 @@ def test_default_guard_blocks_public_names_resolving_inside(stack, crawl_cql, s3
     assert "metadata" in (results[f"{unique}.metadata.cloud-example.net"].error or "")
     assert web.seen == []  # no request of any kind reached the server
 
-    # dedup records each refusal in url_state (the real Cassandra), and the frontier does not retry it
-    dedup = DedupHandler(state, SeenSet(state, S3BlobStore(s3, stack.s3_bucket), 1000, 0.01), TrapConfig())
-
-    async def record() -> dict[str, str | None]:
-        for res in results.values():
-            assert await dedup.handle(Record(res_t, 0, 0, res.host, b""), res) == []
+    # The fetcher recorded each refusal in url_state (the real Cassandra) with its fetched mark, before it
+    # produced the result; the frontier does not retry it (unit-tested in test_frontier_handler).
+    async def recorded() -> dict[str, str | None]:
         rows = {name: await state.url_get(name, url_fingerprint(urls[name])) for name in names}
         return {name: row.status if row else None for name, row in rows.items()}
 
-    assert asyncio.run(record()) == dict.fromkeys(names, "blocked")
+    assert asyncio.run(recorded()) == dict.fromkeys(names, "blocked")

@@ -153,7 +153,7 @@ bench-core: venv
 # tables and bucket on the local stack, and uses ports 8480/8553: run it when no other crawl uses them.
 bench-crawl: stack-up
 	$(VPY) -m pip install -q -r requirements-bench.txt
-	$(VPY) bench/crawl_bench.py --hosts 2000 --duration 360 --out docs/benchmarks-crawl.md
+	$(VPY) bench/crawl_bench.py --hosts 2000 --duration 240 --out docs/benchmarks-crawl.md
 	$(VPY) bench/crawl_bench.py --hosts 10 --profile deep --duration 300 --out docs/benchmarks-crawl-bound.md
 	$(VPY) bench/crawl_bench.py --hosts 100 --profile polite --duration 240 --until-coverage \
 	  --out docs/benchmarks-crawl-polite.md

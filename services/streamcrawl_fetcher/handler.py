@@ -48,9 +48,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from prometheus_client import Counter, Histogram
-from streamcrawl_contracts.messages import Envelope, FetchRequest, FetchResult, UrlCandidates
-from streamcrawl_contracts.topics import FETCH_RESULTS, URL_CANDIDATES
-from streamcrawl_core.identity import url_identity
+from streamcrawl_contracts.messages import Envelope, FetchRequest, FetchResult
+from streamcrawl_contracts.topics import FETCH_RESULTS
 from streamcrawl_core.lease import Replay, interrupted_fetch_s, may_send, replay_check
 from streamcrawl_core.politeness import parse_retry_after
 from streamcrawl_core.traps import is_soft404, soft404_echoes, soft404_probe_path, soft404_signature
@@ -59,18 +58,13 @@ from streamcrawl_runtime.ports.blobs import BlobStore
 from streamcrawl_runtime.ports.loop import Output, Record, StatelessHandler
 from streamcrawl_runtime.ports.state import FetcherState, FetchOutcome, LeaseMarks
 
+from streamcrawl_fetcher.outcomes import redirect_candidate, url_status
 from streamcrawl_fetcher.ports import AddressNotAllowed, DnsError, Http, HttpResponse, NetworkError
 from streamcrawl_fetcher.robots_cache import NO_SOFT404, RobotsCache
 from streamcrawl_fetcher.settings import DEFAULT_INLINE_BODY_MAX_BYTES
 
 log = logging.getLogger("streamcrawl.fetcher")
 
-#: url_state status of each outcome that leaves nothing to parse ("error" for any other such outcome). A
-#: fetched page's row is dedup's, from the parsed page; robots.txt, probe, expired and interrupted requests
-#: fetched nothing of the URL, and write none.
-URL_STATUS = {"not_modified": "fetched", "redirect": "redirected", "robots_disallowed": "disallowed",
-              "robots_unavailable": "disallowed", "soft_404": "soft404", "blocked_address": "blocked"}
-NO_URL_STATUS = frozenset({"fetched", "robots_fetched", "probe_fetched", "lease_expired", "interrupted"})
 
 NO_SOFT404_YET = "home-first"  # the host's answer is not known yet, and the home page is not classified
 
@@ -131,7 +125,7 @@ class FetcherHandler(StatelessHandler):
                 REPLAYS_SKIPPED.inc()
                 return ()
         result = await self.fetch(message, maybe_replay=not record.fresh, lease=lease)
-        status = None if result.outcome in NO_URL_STATUS else URL_STATUS.get(result.outcome, "error")
+        status = url_status(result.outcome)
         if result.outcome != "lease_expired":
             # Durable before the result is produced (the offset is committed only after that); the outcome
             # row (the host view's last outcomes) goes in the same request, and so does the URL's status for
@@ -149,7 +143,7 @@ class FetcherHandler(StatelessHandler):
                                    "fetch_s": round(result.fetch_s, 3)})
         out = [Output(FETCH_RESULTS, message.host, result)]
         if result.outcome == "redirect" and result.redirect_to:
-            out.extend(_redirect_candidate(result))
+            out.extend(redirect_candidate(result))
         return out
 
     # ------------------------------------------------------------------ the fetch
@@ -413,14 +407,3 @@ def _dns_failure(result: Callable[..., FetchResult], exc: DnsError, **fields: An
         return result("network_error", error=f"dns {exc}", **fields)
     return result("dns_error", error=str(exc), **fields)
 
-
-def _redirect_candidate(res: FetchResult) -> list[Output]:
-    """The redirect's target as a candidate for its own host's seen-set (a URL of its own: it goes
-    through dedup and the frontier like any link), depth unchanged."""
-    assert res.redirect_to is not None
-    try:
-        url, host, fp = url_identity(res.redirect_to)
-    except UrlError:
-        return []
-    return [Output(URL_CANDIDATES, host, UrlCandidates(host=host, depth=res.depth, source_url=res.url, urls=[url],
-                                                       url_fps=[fp]))]

@@ -1,0 +1,35 @@
+"""What a fetch outcome means beyond the fetch result: the URL's url_state status (for outcomes that leave
+nothing to parse, written by the fetcher with its fetched mark) and a redirect's target as a candidate URL
+of its own host. Dedup used to derive both from every fetch result; the fetcher has them at hand."""
+
+from __future__ import annotations
+
+from streamcrawl_contracts.messages import FetchResult, UrlCandidates
+from streamcrawl_contracts.topics import URL_CANDIDATES
+from streamcrawl_core.identity import url_identity
+from streamcrawl_core.urls import UrlError
+from streamcrawl_runtime.ports.loop import Output
+
+#: url_state status of each outcome that leaves nothing to parse ("error" for any other such outcome). A
+#: fetched page's row is dedup's, from the parsed page; robots.txt, probe, expired and interrupted requests
+#: fetched nothing of the URL, and write none.
+URL_STATUS = {"not_modified": "fetched", "redirect": "redirected", "robots_disallowed": "disallowed",
+              "robots_unavailable": "disallowed", "soft_404": "soft404", "blocked_address": "blocked"}
+NO_URL_STATUS = frozenset({"fetched", "robots_fetched", "probe_fetched", "lease_expired", "interrupted"})
+
+
+def url_status(outcome: str) -> str | None:
+    """The url_state status to record for ``outcome``, or None when there is none to record here."""
+    return None if outcome in NO_URL_STATUS else URL_STATUS.get(outcome, "error")
+
+
+def redirect_candidate(res: FetchResult) -> list[Output]:
+    """The redirect's target as a candidate for its own host's seen-set (a URL of its own: it goes
+    through dedup and the frontier like any link), depth unchanged."""
+    assert res.redirect_to is not None
+    try:
+        url, host, fp = url_identity(res.redirect_to)
+    except UrlError:
+        return []
+    return [Output(URL_CANDIDATES, host, UrlCandidates(host=host, depth=res.depth, source_url=res.url, urls=[url],
+                                                       url_fps=[fp]))]

@@ -11,7 +11,9 @@ SERVICES: dict[str, str] = {
                "fetch results.",
     "parser": "Parses fetched pages: charset, links, canonical, robots meta, visible text and its SimHash.",
     "dedup": "Decides what is new: URL seen-set, exact and near duplicates, trap rules and host budgets; "
-             "publishes page_fetched.",
+             "hands new and changed pages (and every other archived fetch) to the WARC writer.",
     "recrawl": "Schedules refetches: the interval halves on change and doubles when unchanged.",
+    "warc": "Writes WARC/1.1 files (request, response or revisit, metadata records) with a CDXJ index per "
+            "file to S3, then publishes page_fetched with each page's WARC file, offset and length.",
     "control": "The HTTP control plane: seeds, blocklist, host overrides, stats, /metrics, /healthz, /readyz.",
 }

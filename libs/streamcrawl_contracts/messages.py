@@ -96,6 +96,20 @@ class FetchRequest(Envelope):
     last_modified: str | None = None
 
 
+class HttpExchange(BaseModel):
+    """One HTTP exchange as a WARC writer needs it: the request and response heads as sent and received
+    (status or request line, header lines, the blank line; latin-1 text, so every byte maps to one
+    character), and the peer's address. `id` is the fetch's id (its FetchResult's event_id): it names the
+    WARC records of this exchange, so a replayed record is recognised."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    id: str
+    ip: str
+    request_head: str = Field(max_length=256 * 1024)
+    response_head: str = Field(max_length=256 * 1024)
+
+
 class FetchResult(Envelope):
     """What happened to a fetch. `status` is None when no HTTP response arrived (DNS, connect, timeout).
 
@@ -151,6 +165,9 @@ class FetchResult(Envelope):
     x_robots_tag: str | None = None
     #: Optional, so consumers that ignore it (and older ones) are unaffected: no schema_version bump.
     body_gz: bytes | None = Field(default=None, repr=False)
+    #: The raw heads and the peer address of the page request (outcomes with an HTTP response to the page
+    #: URL: fetched, not_modified, redirect, http_error, soft_404), for the WARC writer.
+    exchange: HttpExchange | None = None
 
 
 class ParsedPage(Envelope):
@@ -176,6 +193,10 @@ class ParsedPage(Envelope):
     text_length: int = 0
     etag: str | None = None
     last_modified: str | None = None
+    #: Passed on from the FetchResult, for the WARC writer (via dedup's archive record).
+    exchange: HttpExchange | None = None
+    fetch_s: float = 0.0
+    truncated: bool = False
 
 
 class PageFetched(Envelope):
@@ -192,6 +213,46 @@ class PageFetched(Envelope):
     out_links: list[str]
     title: str | None
     changed: bool
+    #: Where the fetch's WARC response record is: the file's key in the bucket (see README, "WARC files"),
+    #: the record's offset and its length (gzip member) in that file. None when no WARC writer runs.
+    warc_filename: str | None = None
+    warc_offset: int | None = None
+    warc_length: int | None = None
+
+
+class RevisitOf(BaseModel):
+    """The earlier capture a revisit record points at (WARC-Refers-To-Target-URI / -Date)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    url: str
+    fetched_at: float | None = None
+
+
+class ArchiveRecord(Envelope):
+    """Internal (dedup → WARC writer): one fetch to write as WARC records, keyed by host.
+
+    A `response` (body read from the blob store at `storage_key`, or none when the body was not stored:
+    redirects, errors, soft 404s) unless `revisit_of` is set: then a `revisit` (identical-payload-digest)
+    of that capture, for a 304 and for a body identical to an earlier one (unchanged, or an exact
+    duplicate of another URL). `page`, when set, is published on page_fetched once the records are
+    written, with the response record's location filled in."""
+
+    url: str
+    host: str
+    url_fp: int
+    fetched_at: float
+    fetch_s: float = 0.0
+    outcome: str
+    status: int | None = None
+    exchange: HttpExchange
+    content_hash: str | None = None
+    storage_key: str | None = None
+    content_length: int = 0
+    truncated: bool = False
+    out_links: list[str] = Field(default_factory=list)
+    revisit_of: RevisitOf | None = None
+    page: PageFetched | None = None
 
 
 class DeadLetter(Envelope):
@@ -209,5 +270,6 @@ class DeadLetter(Envelope):
 
 MODELS: dict[str, type[Envelope]] = {
     m.__name__: m
-    for m in (SeedMessage, UrlMessage, UrlCandidates, FetchRequest, FetchResult, ParsedPage, PageFetched, DeadLetter)
+    for m in (SeedMessage, UrlMessage, UrlCandidates, FetchRequest, FetchResult, ParsedPage, PageFetched,
+              ArchiveRecord, DeadLetter)
 }

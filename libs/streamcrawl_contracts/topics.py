@@ -16,6 +16,7 @@ class Key(str, Enum):
 
     HOST = "host"  # the lowercase host: streamcrawl_core.partition.host_key()
     NONE = "none"  # unkeyed; consumers must not rely on placement
+    FETCH = "fetch"  # the fetch's exchange id: spread over partitions, a replay lands where its first copy did
 
 
 @dataclass(frozen=True)
@@ -50,11 +51,13 @@ PARSED = TopicSpec("streamcrawl.parsed", Key.HOST, HOST_PARTITIONS, 7 * _DAY_MS,
                    "Parsed pages: links, text SimHash, title, robots meta.")
 PAGE_FETCHED = TopicSpec("page_fetched", Key.HOST, HOST_PARTITIONS, 14 * _DAY_MS,
                          "PUBLIC: new or changed pages for indexers (see README, 'The page_fetched contract').")
+ARCHIVE = TopicSpec("streamcrawl.archive", Key.FETCH, HOST_PARTITIONS, 7 * _DAY_MS,
+                    "Fetches to write as WARC records (from dedup), then published on page_fetched by the writer.")
 DEAD_LETTER = TopicSpec("streamcrawl.dead_letter", Key.NONE, 1, 30 * _DAY_MS,
                         "Poison or undecodable messages with the reason, source topic, partition and offset.")
 
 ALL_TOPICS: tuple[TopicSpec, ...] = (
-    SEEDS, URLS, URL_CANDIDATES, FETCH_REQUESTS, FETCH_RESULTS, PARSED, PAGE_FETCHED, DEAD_LETTER,
+    SEEDS, URLS, URL_CANDIDATES, FETCH_REQUESTS, FETCH_RESULTS, PARSED, ARCHIVE, PAGE_FETCHED, DEAD_LETTER,
 )
 
 

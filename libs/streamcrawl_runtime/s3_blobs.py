@@ -68,6 +68,13 @@ class S3BlobStore:
         except (S3Error, OSError) as exc:
             raise TransientError(f"s3 put {key}: {exc}") from exc
 
+    def put_file(self, key: str, path: str, content_type: str = "application/octet-stream") -> None:
+        """Upload a local file (multipart above minio's part size, so a 1 GB WARC file streams)."""
+        try:
+            self.client.fput_object(self.bucket, key, path, content_type=content_type)
+        except (S3Error, OSError) as exc:
+            raise TransientError(f"s3 put {key}: {exc}") from exc
+
     def get_bytes(self, key: str) -> bytes | None:
         try:
             resp = self.client.get_object(self.bucket, key)

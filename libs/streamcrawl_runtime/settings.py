@@ -73,7 +73,7 @@ class ServiceSettings(BaseSettings):
     group_id: str = ""  # "" → streamcrawl-<service>
     log_level: str = "INFO"
     #: The port of /metrics, /healthz and /readyz (0 = none). Defaults: frontier 9101, fetcher 9102,
-    #: parser 9103, dedup 9104, recrawl 9105.
+    #: parser 9103, dedup 9104, recrawl 9105, warc 9106.
     metrics_port: int = Field(default=-1, ge=-1, le=65535)  # -1 → the service's default
     #: 127.0.0.1 on a laptop; 0.0.0.0 in a container, so that Prometheus and the kubelet reach it.
     metrics_bind: str = "127.0.0.1"

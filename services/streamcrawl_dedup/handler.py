@@ -38,6 +38,7 @@ from streamcrawl_contracts.messages import (
     Envelope,
     PageFetched,
     ParsedPage,
+    RevisitOf,
     UrlCandidates,
     UrlMessage,
 )
@@ -52,6 +53,7 @@ from streamcrawl_runtime.ports.errors import PoisonMessage
 from streamcrawl_runtime.ports.loop import Output, Record
 from streamcrawl_runtime.ports.state import DedupState, UrlState
 
+from streamcrawl_dedup.archive import archive_page, archive_result
 from streamcrawl_dedup.seen import SeenSet
 
 log = logging.getLogger("streamcrawl.dedup")
@@ -68,8 +70,10 @@ _FLUSH_CONCURRENCY = 256  # host_state writes in flight at once during a budget 
 class DedupHandler:
     def __init__(self, state: DedupState, seen: SeenSet, traps: TrapConfig, *, simhash_distance: int = 3,
                  snapshot_interval_s: float = 30.0, partitions: int = HOST_PARTITIONS,
-                 cycle_s: float = 86400.0, budget_flush_s: float = 5.0) -> None:
+                 cycle_s: float = 86400.0, budget_flush_s: float = 5.0, warc: bool = True) -> None:
         self.state = state
+        # Fetches with an HTTP exchange go to the WARC writer, which publishes page_fetched (False: publish here).
+        self.warc = warc
         self.budget_flush_s = budget_flush_s
         self._budget_flushed_at = 0.0
         self.seen = seen
@@ -258,7 +262,9 @@ class DedupHandler:
             # A replay of the same fetch (at-least-once): repeat the first decision instead of reading our
             # own write as "unchanged", or a crash between the state write and the publish loses the page.
             if prev.status == "duplicate":
-                return []
+                # The claim is first-claimer-wins, so asking again names the same canonical URL.
+                canonical = await self.state.content_claim(page.content_hash, page.url, page.storage_key, now)
+                return self._archive_only(page, canonical if canonical != page.url else None)
             if page.simhash is not None:
                 # The first handling's url_state row may have landed without its simhash_blocks rows (one
                 # unlogged batch, not atomic: see below) and this path skips the near-duplicate step, so
@@ -274,9 +280,10 @@ class DedupHandler:
             prev.fetched_at, prev.fetch_count = fetched_at, fetch_count
             await self.state.url_put_fetch(prev)
             _PAGE("duplicate").inc()
-            return []
+            return self._archive_only(page, page.url)
         canonical = await self.state.content_claim(page.content_hash, page.url, page.storage_key, now)
         duplicate_of: str | None = canonical if canonical != page.url else None
+        exact_of = duplicate_of
         index = duplicate_of is None and page.simhash is not None and changed
         if index:
             duplicate_of = await self._near_duplicate(page)
@@ -294,22 +301,36 @@ class DedupHandler:
             await self.state.url_put_fetch(st)
         if duplicate_of is not None:
             _PAGE("duplicate").inc()
-            return []
+            return self._archive_only(page, exact_of)
         if not changed:
             _PAGE("unchanged").inc()
-            return []
+            assert prev is not None
+            return self._archive_only(page, page.url, prev.fetched_at)
         _PAGE("new" if prev is None or prev.content_hash is None else "changed").inc()
         return self._publish(page, changed=prev is not None and prev.content_hash is not None)
 
     def _publish(self, page: ParsedPage, changed: bool) -> list[Output]:
         links = [] if page.nofollow else page.out_links
-        out: list[Output] = [Output(PAGE_FETCHED, page.host, PageFetched(
+        published = PageFetched(
             url=page.url, canonical_url=page.canonical_url or page.url, fetched_at=page.fetched_at,
             http_status=page.http_status, content_type=page.content_type, content_hash=page.content_hash,
             simhash=page.simhash, storage_key=page.storage_key, out_links=links, title=page.title,
-            changed=changed))]
+            changed=changed)
+        if self.warc and page.exchange is not None:  # the writer publishes it once its record is in S3
+            out = [archive_page(page, page.exchange, publish=published)]
+        else:
+            out = [Output(PAGE_FETCHED, page.host, published)]
         out.extend(self._links_out(links, page.depth + 1, page.url))
         return out
+
+    def _archive_only(self, page: ParsedPage, revisit_url: str | None,
+                      revisit_date: float | None = None) -> list[Output]:
+        """The archive record of a page that is not published: a revisit of ``revisit_url``'s capture
+        (same body), or a response (a near duplicate: ``revisit_url`` None)."""
+        if not self.warc or page.exchange is None:
+            return []
+        revisit = RevisitOf(url=revisit_url, fetched_at=revisit_date) if revisit_url else None
+        return [archive_page(page, page.exchange, revisit_of=revisit)]
 
     async def _near_duplicate(self, page: ParsedPage) -> str | None:
         """The URL of an indexed page within simhash_distance bits of this one, if any (a read only: the

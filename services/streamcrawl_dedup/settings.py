@@ -18,3 +18,6 @@ class DedupSettings(ServiceSettings):
     host_page_budget: int = 1000
     max_depth: int = 15
     simhash_distance: int = 3
+    #: Hand every fetch with an HTTP exchange to the WARC writer (streamcrawl-warc), which publishes
+    #: page_fetched once the page's records are in S3. False: no WARC files; page_fetched is published here.
+    warc: bool = True

@@ -92,8 +92,10 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         except (*_AIOHTTP_ERRORS, ValueError) as exc:  # ValueError: a header value aiohttp will not send
             raise _httpx_error(exc, request) from exc
         reason = (response.reason or "").encode("utf-8", "replace")
+        ver = response.version
+        version = f"HTTP/{ver.major}.{ver.minor}".encode() if ver else b"HTTP/1.1"
         return httpx.Response(response.status, headers=response.raw_headers, stream=_AiohttpBody(response, request),
-                              request=request, extensions={"http_version": b"HTTP/1.1", "reason_phrase": reason})
+                              request=request, extensions={"http_version": version, "reason_phrase": reason})
 
     async def aclose(self) -> None:
         if self._session is not None:
@@ -214,7 +216,8 @@ class HttpFetcher:
             raise NetworkError(f"{type(exc).__name__}: {exc}"[:300]) from exc
         except (httpx.HTTPError, httpx.StreamError, OSError) as exc:
             raise NetworkError(f"{type(exc).__name__}: {exc}"[:300]) from exc
-        return HttpResponse(response.status_code, response.headers, body, truncated, time.perf_counter() - t0)
+        return HttpResponse(response.status_code, response.headers, body, truncated, time.perf_counter() - t0,
+                            ip=ip, request_head=_request_head(request), response_head=_response_head(response))
 
     async def fetch_robots(self, url: str, max_bytes: int, max_redirects: int,
                            hop_delay: Callable[[float], float] = lambda _s: 0.0) -> tuple[int | None, bytes | None]:
@@ -242,6 +245,22 @@ class HttpFetcher:
                 continue
             return resp.status, resp.body
         return resp.status, None
+
+
+def _request_head(request: httpx.Request) -> str:
+    """The request line and headers as HttpFetcher sends them (see AiohttpTransport: aiohttp adds none)."""
+    lines = [f"{request.method} {request.url.raw_path.decode('latin-1')} HTTP/1.1"]
+    lines += [f"{k.decode('latin-1')}: {v.decode('latin-1')}" for k, v in request.headers.raw]
+    return "\r\n".join(lines) + "\r\n\r\n"
+
+
+def _response_head(response: httpx.Response) -> str:
+    """The status line and header lines as received (names in their own case, in their order)."""
+    version = response.extensions.get("http_version", b"HTTP/1.1").decode("latin-1")
+    reason = response.extensions.get("reason_phrase", b"").decode("latin-1")
+    lines = [f"{version} {response.status_code} {reason}".rstrip()]
+    lines += [f"{k.decode('latin-1')}: {v.decode('latin-1')}" for k, v in response.headers.raw]
+    return "\r\n".join(lines) + "\r\n\r\n"
 
 
 async def _read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:

@@ -42,13 +42,14 @@ import asyncio
 import logging
 import secrets
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from prometheus_client import Counter, Histogram
-from streamcrawl_contracts.messages import Envelope, FetchRequest, FetchResult
+from streamcrawl_contracts.messages import Envelope, FetchRequest, FetchResult, HttpExchange
 from streamcrawl_contracts.topics import FETCH_RESULTS
 from streamcrawl_core.lease import Replay, interrupted_fetch_s, may_send, replay_check
 from streamcrawl_core.politeness import parse_retry_after
@@ -333,6 +334,11 @@ class FetcherHandler(StatelessHandler):
             "content_type": h.get("content-type"), "etag": h.get("etag"),
             "last_modified": h.get("last-modified"), "x_robots_tag": _joined(h.get_list("x-robots-tag")),
         }
+        if resp.response_head:
+            # The WARC writer's input; its id is the result's own, so replays of it are recognised.
+            common["event_id"] = uuid.uuid4().hex
+            common["exchange"] = HttpExchange(id=common["event_id"], ip=resp.ip, request_head=resp.request_head,
+                                              response_head=resp.response_head)
         if resp.status == 304:
             # Echo the validators we sent when the 304 omits them, so url_state keeps them.
             common["etag"] = common["etag"] or req.etag

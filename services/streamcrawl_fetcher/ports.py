@@ -45,6 +45,10 @@ class HttpResponse:
     body: bytes
     truncated: bool
     elapsed_s: float
+    #: What a WARC record needs: the peer address and both heads as on the wire (latin-1 text).
+    ip: str = ""
+    request_head: str = ""
+    response_head: str = ""
 
 
 class Resolver(Protocol):

@@ -61,6 +61,7 @@ def build_page(result: FetchResult, body: bytes, max_links: int = 1000,
         simhash=fp, title=outcome.title, canonical_url=outcome.canonical_url, out_links=outcome.out_links,
         noindex=outcome.noindex, nofollow=outcome.nofollow, charset=outcome.charset if html else None,
         text_length=len(outcome.text), etag=result.etag, last_modified=result.last_modified,
+        exchange=result.exchange, fetch_s=result.fetch_s, truncated=result.truncated,
     ), outcome
 
 

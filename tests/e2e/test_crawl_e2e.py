@@ -23,6 +23,8 @@ from streamcrawl_synthweb.log import LogEntry, load_log, politeness_violations, 
 from streamcrawl_synthweb.model import PROFILES
 from streamcrawl_synthweb.truth import normalize_url
 
+from tests.e2e.warc_check import check_warc
+
 pytestmark = pytest.mark.e2e
 
 HOSTS = 200
@@ -71,10 +73,10 @@ def run_crawl(workdir: Path, kill_midway: bool = False) -> tuple[Crawl, list[Log
             while crawl.progress().fetch_results < 300 and time.time() < deadline:
                 time.sleep(1)
             killed_at = time.time()
-            for name in ("frontier", "fetcher", "dedup"):
+            for name in ("frontier", "fetcher", "dedup", "warc"):
                 crawl.kill(name, signal.SIGKILL)
             time.sleep(2)
-            for name in ("frontier", "fetcher", "dedup"):
+            for name in ("frontier", "fetcher", "dedup", "warc"):
                 crawl.start_service(name)
         crawl.wait_idle(idle_s=15, timeout_s=1200, every_s=5)
     finally:
@@ -139,7 +141,7 @@ def check_guarantees(crawl: Crawl, entries: list[LogEntry], duplicate_budget: fl
             "probes": sum(probes.values()), "max_server_hold_us": round(1e6 * holds[0]) if holds else -1}
 
 
-def check_published(crawl: Crawl, entries: list[LogEntry]) -> None:
+def check_published(crawl: Crawl, entries: list[LogEntry]) -> list[dict]:
     web = generate(HOSTS, WEB_SEED, PROFILES["fast"], port=crawl.opt.http_port)
     truth = web.ground_truth(crawl.manifest["seeds"], trap_budget=TRAP_BUDGET)
     msgs = _page_fetched(crawl.settings.kafka_bootstrap, len(truth.pages) // 2)
@@ -168,13 +170,24 @@ def check_published(crawl: Crawl, entries: list[LogEntry]) -> None:
         body = store.get_page(m["storage_key"])
         assert hashlib.sha256(body).hexdigest() == m["content_hash"]
         assert m["schema_version"] == 1 and m["canonical_url"]
+    return msgs
+
+
+def check_archive(crawl: Crawl, msgs: list[dict], workdir: Path) -> dict[str, int]:
+    web = generate(HOSTS, WEB_SEED, PROFILES["fast"], port=crawl.opt.http_port)
+    # the changing hosts' content version advances every change period of the run
+    max_version = int((time.time() - crawl.started_at) / PROFILES["fast"].change_period_s) + 2
+    (workdir / "warc").mkdir()
+    return check_warc(minio_client(crawl.settings), crawl.settings.s3_bucket, msgs, web, workdir / "warc",
+                      max_version=max_version)
 
 
 @pytest.mark.timeout(1800)
 def test_crawl_synthetic_web(tmp_path: Path) -> None:
     crawl, entries, _ = run_crawl(tmp_path)
     stats = check_guarantees(crawl, entries, DUPLICATE_BUDGET)
-    check_published(crawl, entries)
+    msgs = check_published(crawl, entries)
+    stats.update(check_archive(crawl, msgs, tmp_path))
     print("e2e clean run:", stats)
 
 
@@ -185,4 +198,8 @@ def test_crawl_survives_kill_9(tmp_path: Path) -> None:
     # durable; how many depends on the throughput at the kill); every other repeat within a 5% budget (and
     # a probe in flight may be repeated once under its lease, like any request)
     stats = check_guarantees(crawl, entries, 0.05, probes_per_host=2, killed_at=killed_at)
+    # the WARC writer was killed too: its files still hold every fetch once, and each page_fetched points
+    # at a record that is there
+    msgs = _page_fetched(crawl.settings.kafka_bootstrap, 1)
+    stats.update(check_archive(crawl, msgs, tmp_path))
     print("e2e kill -9 run:", stats)

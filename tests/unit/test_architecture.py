@@ -23,7 +23,7 @@ import pytest
 import streamcrawl_core
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVICES = ("frontier", "fetcher", "parser", "dedup", "recrawl", "control")
+SERVICES = ("frontier", "fetcher", "parser", "dedup", "recrawl", "warc", "control")
 
 #: Third-party modules that talk to an engine or the network, or run a server.
 DRIVERS = ("confluent_kafka", "acsylla", "cassandra", "minio", "httpx", "httpcore", "aiohttp", "dns", "uvicorn",

@@ -33,11 +33,11 @@ from streamcrawl_runtime.settings import StackSettings
 
 from streamcrawl_launcher.reset import reset_crawl
 
-SERVICES = ("frontier", "fetcher", "parser", "dedup", "recrawl")
+SERVICES = ("frontier", "fetcher", "parser", "dedup", "recrawl", "warc")
 GROUPS = {"frontier": "streamcrawl-frontier", "fetcher": "streamcrawl-fetcher", "parser": "streamcrawl-parser",
-          "dedup": "streamcrawl-dedup", "recrawl": "streamcrawl-recrawl"}
+          "dedup": "streamcrawl-dedup", "recrawl": "streamcrawl-recrawl", "warc": "streamcrawl-warc"}
 #: Each service's /metrics port (its settings' default); instance i (from 0) uses port + 10 * i.
-METRICS_PORTS = {"frontier": 9101, "fetcher": 9102, "parser": 9103, "dedup": 9104, "recrawl": 9105}
+METRICS_PORTS = {"frontier": 9101, "fetcher": 9102, "parser": 9103, "dedup": 9104, "recrawl": 9105, "warc": 9106}
 
 
 @dataclass
@@ -81,6 +81,7 @@ class Crawl:
         self.manifest: dict[str, Any] = {}
         self.admin = AdminClient({"bootstrap.servers": self.settings.kafka_bootstrap, "log_level": 0})
         self.workdir = options.workdir.resolve()
+        self.started_at = time.time()
         self.logs = self.workdir / "logs"
         self.token_file = self.workdir / "control.token"
         # Cheap observation: one admin client for offsets and lag, one HTTP client for the /metrics of the
@@ -121,6 +122,10 @@ class Crawl:
             "STREAMCRAWL_CONTROL_API_TOKEN_FILE": str(self.token_file),
             "STREAMCRAWL_CONTROL_METRICS_TARGETS": ",".join(self.metrics_targets()),
         })
+        # Open WARC files are spooled in the run's directory; a small crawl closes them after a few seconds
+        # (page_fetched waits for its file to be in S3).
+        env.setdefault("STREAMCRAWL_WARC_SPOOL_DIR", str(self.workdir / "warc-spool"))
+        env.setdefault("STREAMCRAWL_WARC_MAX_FILE_AGE_S", "3")
         env.update(self.opt.extra_env)
         return env
 
@@ -134,6 +139,7 @@ class Crawl:
         return proc
 
     def start(self) -> None:
+        self.started_at = time.time()
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self.opt.fresh:
             session = blocking_cql_session(self.settings)

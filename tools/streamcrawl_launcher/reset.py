@@ -60,6 +60,9 @@ def reset_crawl(bootstrap: str, session: BlockingSession, client: Minio, bucket:
             time.sleep(0.3)
     for table in CRAWL_TABLES:
         session.execute(f"TRUNCATE {table}")
-    for obj in client.list_objects(bucket, prefix="bloom/", recursive=True):
-        if obj.object_name:
-            client.remove_object(bucket, obj.object_name)
+    # The Bloom snapshots and the WARC files with their indexes and checkpoints (their offsets name
+    # records of the topics deleted above).
+    for prefix in ("bloom/", "warc/"):
+        for obj in client.list_objects(bucket, prefix=prefix, recursive=True):
+            if obj.object_name:
+                client.remove_object(bucket, obj.object_name)

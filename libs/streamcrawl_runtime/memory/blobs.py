@@ -34,3 +34,7 @@ class MemoryBlobStore:
 
     def get_bytes(self, key: str) -> bytes | None:
         return self.objects.get(key)
+
+    def put_file(self, key: str, path: str, content_type: str = "application/octet-stream") -> None:
+        with open(path, "rb") as fh:
+            self.objects[key] = fh.read()

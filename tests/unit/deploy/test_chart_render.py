@@ -29,7 +29,7 @@ from tests.unit.deploy.helmrun import (
 
 DEFAULTS = CHART / "values.yaml"
 VALUES_FILES = {"default": (), "production": (PRODUCTION,)}
-WORKERS = ("frontier", "fetcher", "parser", "dedup", "recrawl")
+WORKERS = ("frontier", "fetcher", "parser", "dedup", "recrawl", "warc")
 #: Custom resources: not in the Kubernetes schemas; their shape is checked by test_service_monitor_*.
 CRD_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
 SHARED = {"STREAMCRAWL_KAFKA_BOOTSTRAP", "STREAMCRAWL_CASSANDRA_HOSTS", "STREAMCRAWL_CASSANDRA_PORT",
@@ -261,21 +261,28 @@ def test_provisioning_job_runs_before_the_workers() -> None:
 
 
 def test_a_new_worker_is_one_values_entry(tmp_path: Path) -> None:
-    """The worker template is generic: a `warc` entry (refused by the values schema until its name is added
-    there) renders its own Deployment, Service and PDB with STREAMCRAWL_WARC_* settings."""
-    extra = tmp_path / "warc.yaml"
-    extra.write_text("workers:\n  warc:\n    enabled: true\n    command: [streamcrawl-warc]\n    replicas: 2\n"
-                     "    metricsPort: 9106\n    env: {STREAMCRAWL_WARC_MAX_BYTES: 1000000000}\n"
+    """The worker template is generic: an `exporter` entry (refused by the values schema until its name is
+    added there, as `warc` was) renders its own Deployment, Service and PDB with STREAMCRAWL_EXPORTER_*."""
+    extra = tmp_path / "exporter.yaml"
+    extra.write_text("workers:\n  exporter:\n    enabled: true\n    command: [streamcrawl-exporter]\n"
+                     "    replicas: 2\n    metricsPort: 9107\n    env: {STREAMCRAWL_EXPORTER_MAX_BYTES: 1000000000}\n"
                      "    resources: {requests: {cpu: 250m}}\n")
     refused = template(extra)
-    assert refused.returncode != 0 and "additional properties 'warc' not allowed" in refused.stderr
+    assert refused.returncode != 0 and "additional properties 'exporter' not allowed" in refused.stderr
     docs = render(extra, extra=("--skip-schema-validation",))
-    dep = one(docs, "Deployment", full("warc"))
+    dep = one(docs, "Deployment", full("exporter"))
     env = env_of(dep)
+    assert env["STREAMCRAWL_EXPORTER_METRICS_PORT"] == "9107"
+    assert env["STREAMCRAWL_EXPORTER_GROUP_ID"] == "streamcrawl-exporter"
+    assert env["STREAMCRAWL_EXPORTER_MAX_BYTES"] == "1000000000"
+    assert one(docs, "Service", full("exporter"))["spec"]["ports"][0]["port"] == 9107
+    assert one(docs, "PodDisruptionBudget", full("exporter"))
+
+
+def test_the_warc_writer_is_a_default_worker() -> None:
+    docs = render()
+    env = env_of(one(docs, "Deployment", full("warc")))
     assert env["STREAMCRAWL_WARC_METRICS_PORT"] == "9106" and env["STREAMCRAWL_WARC_GROUP_ID"] == "streamcrawl-warc"
-    assert env["STREAMCRAWL_WARC_MAX_BYTES"] == "1000000000"
-    assert one(docs, "Service", full("warc"))["spec"]["ports"][0]["port"] == 9106
-    assert one(docs, "PodDisruptionBudget", full("warc"))
 
 
 def test_notes_show_seeds_and_page_fetched(tmp_path: Path) -> None:

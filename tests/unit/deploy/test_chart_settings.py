@@ -14,7 +14,7 @@ from streamcrawl_runtime.settings import env_rows
 
 from tests.unit.deploy.helmrun import env_of, full, one, render
 
-SERVICES = ("frontier", "fetcher", "parser", "dedup", "recrawl", "control")
+SERVICES = ("frontier", "fetcher", "parser", "dedup", "recrawl", "warc", "control")
 SECRETS = {"STREAMCRAWL_S3_ACCESS_KEY", "STREAMCRAWL_S3_SECRET_KEY"}
 
 

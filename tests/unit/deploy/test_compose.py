@@ -18,7 +18,7 @@ SHARED = {"STREAMCRAWL_KAFKA_BOOTSTRAP", "STREAMCRAWL_CASSANDRA_HOSTS", "STREAMC
           "STREAMCRAWL_CASSANDRA_KEYSPACE", "STREAMCRAWL_CASSANDRA_REPLICATION", "STREAMCRAWL_S3_ENDPOINT",
           "STREAMCRAWL_S3_BUCKET", "STREAMCRAWL_S3_ACCESS_KEY", "STREAMCRAWL_S3_SECRET_KEY", "STREAMCRAWL_PARTITIONS",
           "STREAMCRAWL_MIN_DELAY_S", "STREAMCRAWL_DELAY_FACTOR"}
-SERVICES = ("frontier", "fetcher", "parser", "dedup", "recrawl", "control")
+SERVICES = ("frontier", "fetcher", "parser", "dedup", "recrawl", "warc", "control")
 
 
 def _schema() -> dict[str, Any]:

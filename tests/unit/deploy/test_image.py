@@ -99,7 +99,7 @@ def _compose_commands() -> set[str]:
 def test_every_entrypoint_named_by_the_chart_and_compose_is_a_console_script() -> None:
     scripts = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"])
     chart, compose = _chart_commands(), _compose_commands()
-    assert len(chart) == 7 and len(compose) == 7, (chart, compose)  # six services + provisioning
+    assert len(chart) == 8 and len(compose) == 8, (chart, compose)  # seven services + provisioning
     assert chart <= scripts, f"not console scripts: {sorted(chart - scripts)}"
     assert compose <= scripts, f"not console scripts: {sorted(compose - scripts)}"
     assert chart == compose

@@ -8,8 +8,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from streamcrawl_contracts.messages import FetchResult, PageFetched, ParsedPage, SeedMessage, UrlCandidates, UrlMessage
-from streamcrawl_contracts.topics import PAGE_FETCHED, URL_CANDIDATES, URLS
+from streamcrawl_contracts.messages import (
+    ArchiveRecord,
+    FetchResult,
+    HttpExchange,
+    PageFetched,
+    ParsedPage,
+    SeedMessage,
+    UrlCandidates,
+    UrlMessage,
+)
+from streamcrawl_contracts.topics import ARCHIVE, PAGE_FETCHED, URL_CANDIDATES, URLS
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.partition import partition_for
 from streamcrawl_core.simhash import to_signed64
@@ -593,3 +602,55 @@ def test_cycle_must_fit_the_int_column() -> None:
     seen = SeenSet(state, MemoryBlobStore(), capacity=100, fp_rate=0.01)
     with pytest.raises(ValueError, match="cycle_s"):
         DedupHandler(state, seen, TrapConfig(), cycle_s=0.5)
+
+
+# ------------------------------------------------------------------ the WARC writer's input
+
+
+def _with_exchange(page: ParsedPage, ex_id: str) -> ParsedPage:
+    ex = HttpExchange(id=ex_id, ip="127.0.0.2", request_head="GET / HTTP/1.1\r\n\r\n",
+                      response_head="HTTP/1.1 200 OK\r\n\r\n")
+    return page.model_copy(update={"exchange": ex})
+
+
+def _archived(outs: Sequence[Output]) -> list[ArchiveRecord]:
+    return [o.value for o in outs if o.topic == ARCHIVE]  # type: ignore[misc]
+
+
+def test_pages_with_an_exchange_go_to_the_warc_writer_which_publishes_them() -> None:
+    rig = Rig()
+    url = "http://w.test/a"
+    h1 = "a" * 64
+    outs = rig.run(rig.h.handle(rec("w.test"), _with_exchange(make_page(url, h1), "x1")))
+    assert published(outs) == []
+    (first,) = _archived(outs)
+    assert first.page is not None and first.page.url == url and first.revisit_of is None
+    assert [o.key for o in outs if o.topic == ARCHIVE] == ["x1"]  # keyed by exchange id
+    # the same body again: a revisit of the first capture, nothing to publish
+    outs = rig.run(rig.h.handle(rec("w.test"), _with_exchange(make_page(url, h1, at=T0 + 60), "x2")))
+    (again,) = _archived(outs)
+    assert again.page is None and again.revisit_of is not None
+    assert (again.revisit_of.url, again.revisit_of.fetched_at) == (url, T0)
+    # an exact duplicate on another URL: a revisit of the canonical one
+    outs = rig.run(rig.h.handle(rec("w.test"), _with_exchange(make_page("http://w.test/b", h1), "x3")))
+    (dup,) = _archived(outs)
+    assert dup.page is None and dup.revisit_of is not None and dup.revisit_of.url == url
+
+
+def test_a_304_is_archived_as_a_revisit_with_the_last_payload_digest() -> None:
+    rig = Rig()
+    url = "http://w.test/a"
+    rig.run(rig.h.handle(rec("w.test"), _with_exchange(make_page(url, "b" * 64), "p1")))
+    ex = HttpExchange(id="n1", ip="127.0.0.2", request_head="GET /a HTTP/1.1\r\n\r\n",
+                      response_head="HTTP/1.1 304 Not Modified\r\n\r\n")
+    res = FetchResult(url=url, host="w.test", url_fp=url_fingerprint(url), lease_id="l", outcome="not_modified",
+                      status=304, started_at=T0 + 100, exchange=ex)
+    (out,) = _archived(rig.run(rig.h.handle(rec("w.test"), res)))
+    assert out.content_hash == "b" * 64 and out.revisit_of is not None and out.revisit_of.fetched_at == T0
+
+
+def test_without_the_warc_writer_dedup_publishes_page_fetched_itself() -> None:
+    rig = Rig()
+    rig.h.warc = False
+    outs = rig.run(rig.h.handle(rec("w.test"), _with_exchange(make_page("http://w.test/a", "c" * 64), "q")))
+    assert len(published(outs)) == 1 and _archived(outs) == []

@@ -137,6 +137,25 @@ def test_request_head_on_the_wire_is_exactly_ours(dns_server: TinyDNS) -> None:
         fields = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
         assert fields == {"host": f"site.test:{port}", "user-agent": UA, "accept-encoding": "gzip, br",
                           "accept": "text/html,application/xhtml+xml,*/*;q=0.8", "if-none-match": '"v"'}
+        # what the WARC request record holds is the head on the wire, field for field
+        recorded = resp.request_head.split("\r\n")
+        assert recorded[0] == lines[0] and resp.request_head.endswith("\r\n\r\n")
+        assert {k.lower(): v.strip() for k, _, v in (x.partition(":") for x in recorded[1:] if x)} == fields
+        assert resp.ip == "127.0.0.1"
+
+    run(go())
+
+
+def test_response_head_is_recorded_as_received() -> None:
+    raw = Raw(lambda _h: b"HTTP/1.1 201 Made It\r\nContent-Length: 1\r\nX-Odd-CASE: v\r\nset-cookie: a=1\r\n\r\nx")
+
+    async def go() -> None:
+        async with raw.running() as port:
+            f = fetcher()
+            resp = await get(f, f"http://127.0.0.1:{port}/")
+            await f.client.aclose()
+        assert resp.response_head == ("HTTP/1.1 201 Made It\r\nContent-Length: 1\r\nX-Odd-CASE: v\r\n"
+                                      "set-cookie: a=1\r\n\r\n")
 
     run(go())
 

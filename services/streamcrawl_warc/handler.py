@@ -8,9 +8,10 @@ after its WARC file is in S3 (at-least-once), and page_fetched never names a fil
 
 A file is closed (its CDXJ index, then the file, then the partition's checkpoint uploaded) when it
 reaches `max_file_bytes`, when it is `max_file_age_s` old, or when `max_file_records` records wait on it.
-The checkpoint (warc/_state/pNNN.json) lists the exchange ids of the partition's last files with their
-locations: a record delivered again (its offset was not committed when the writer stopped, or dedup
-sent its fetch again) whose id is there is not written again, only published again. Messages are keyed
+The checkpoint (warc/_state/pNNN.json) lists the exchange ids of the partition's files closed in the
+last `checkpoint_window_s` (10 min) with their locations: a record delivered again (its offset was not
+committed when the writer stopped, or dedup sent its fetch again) whose id is there is not written again,
+only published again. Messages are keyed
 by exchange id, so no two records of one host wait on each other (the loop serializes a key).
 """
 
@@ -65,7 +66,9 @@ class WarcPolicy:
     max_file_age_s: float = 30.0
     max_file_records: int = 20_000
     name: str = "streamcrawl"
-    checkpoint_files: int = 3  # how many last files' ids the checkpoint keeps
+    # The checkpoint keeps the ids of the files closed in this window (and always the last one): a fetch
+    # delivered again within it, even after a restart, is not written twice.
+    checkpoint_window_s: float = 600.0
     upload_retry_s: float = 2.0
 
 
@@ -99,8 +102,8 @@ class WarcHandler:
         policy.spool_dir.mkdir(parents=True, exist_ok=True)
         self.owned: set[int] = set()
         self._open: dict[int, _Open] = {}
-        # Per partition: the last files' keys, oldest first, each with its ids → location.
-        self._recent: dict[int, OrderedDict[str, dict[str, Location]]] = {}
+        # Per partition: the last files' keys, oldest first, each with when it closed and its ids → location.
+        self._recent: dict[int, OrderedDict[str, tuple[float, dict[str, Location]]]] = {}
         self._closing: set[asyncio.Task[None]] = set()
         self._roller: asyncio.Task[None] | None = None
 
@@ -109,10 +112,11 @@ class WarcHandler:
     async def on_assign(self, partitions: list[int]) -> None:
         for part in partitions:
             raw = await asyncio.to_thread(self.store.get_bytes, state_key(part))
-            recent: OrderedDict[str, dict[str, Location]] = OrderedDict()
+            recent: OrderedDict[str, tuple[float, dict[str, Location]]] = OrderedDict()
             if raw:
                 for entry in json.loads(raw).get("files", []):
-                    recent[entry["key"]] = {i: (entry["key"], o, n) for i, (o, n) in entry["ids"].items()}
+                    recent[entry["key"]] = (float(entry.get("closed_at", 0.0)),
+                                            {i: (entry["key"], o, n) for i, (o, n) in entry["ids"].items()})
             self._recent[part] = recent
             self.owned.add(part)
         if self._roller is None:
@@ -153,7 +157,7 @@ class WarcHandler:
         if part not in self.owned:
             return ()
         ex_id = message.exchange.id
-        for ids in self._recent.get(part, {}).values():
+        for _closed, ids in self._recent.get(part, {}).values():
             if ex_id in ids:  # already in a file in S3: publish again, write nothing
                 _RECORDS("repeat").inc()
                 return self._publish(message, ids[ex_id])
@@ -257,9 +261,10 @@ class WarcHandler:
 
     async def _checkpoint(self, f: _Open) -> None:
         recent = self._recent.setdefault(f.partition, OrderedDict())
-        recent[f.key] = {i: (f.key, w.offset, w.length) for i, w in f.ids.items()}
-        while len(recent) > self.policy.checkpoint_files:
+        now = time.time()
+        recent[f.key] = (now, {i: (f.key, w.offset, w.length) for i, w in f.ids.items()})
+        while len(recent) > 1 and next(iter(recent.values()))[0] < now - self.policy.checkpoint_window_s:
             recent.popitem(last=False)
-        state = {"files": [{"key": key, "ids": {i: [o, n] for i, (_k, o, n) in ids.items()}}
-                           for key, ids in recent.items()]}
+        state = {"files": [{"key": key, "closed_at": closed, "ids": {i: [o, n] for i, (_k, o, n) in ids.items()}}
+                           for key, (closed, ids) in recent.items()]}
         await asyncio.to_thread(self.store.put_bytes, state_key(f.partition), json.dumps(state).encode())

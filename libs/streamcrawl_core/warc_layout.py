@@ -75,16 +75,20 @@ _CODINGS = ("content-encoding", "transfer-encoding")
 def recorded_head(response_head: str, payload_length: int | None) -> str:
     """The response head as recorded in front of the decoded payload.
 
-    ``payload_length`` None: no payload follows (a revisit): the head is kept as received. Otherwise
-    Content-Encoding and Transfer-Encoding become ``X-Crawler-…`` and, when one of them was present or the
-    received Content-Length differs from the payload's, so does Content-Length, and the payload's own
-    Content-Length is appended."""
+    Content-Encoding and Transfer-Encoding become ``X-Crawler-…``. With a payload (``payload_length``
+    not None), when one of them was present or the received Content-Length differs from the payload's,
+    Content-Length does too and the payload's own Content-Length is appended. Without one (a revisit,
+    whose payload is the earlier capture's, recorded decoded as well) Content-Length is kept: a reader
+    must not try to decode an encoding the recorded payload no longer has."""
     lines = response_head.split("\r\n")
     while lines and lines[-1] == "":
         lines.pop()
-    if payload_length is None or not lines:
-        return "\r\n".join(lines) + "\r\n\r\n"
+    if not lines:
+        return "\r\n\r\n"
     status, fields = lines[0], lines[1:]
+    if payload_length is None:
+        kept = [CRAWLER_PREFIX + f if f.split(":", 1)[0].strip().lower() in _CODINGS else f for f in fields]
+        return "\r\n".join([status, *kept]) + "\r\n\r\n"
     recoded = any(f.split(":", 1)[0].strip().lower() in _CODINGS for f in fields)
     lengths = [f.split(":", 1)[1].strip() for f in fields if f.split(":", 1)[0].strip().lower() == "content-length"]
     rename_length = recoded or any(v != str(payload_length) for v in lengths)

@@ -75,12 +75,12 @@ def check_warc(client: Minio, bucket: str, msgs: list[dict[str, Any]], web: Synt
         _key, _ts, fields = entry
         assert fields["url"] == m["url"] and int(fields["length"]) == m["warc_length"]
         raw = _range(client, bucket, m["warc_filename"], m["warc_offset"], m["warc_length"])
-        records = list(ArchiveIterator(io.BytesIO(raw)))
+        # ArchiveIterator streams: a record's content is read while iterating
+        records = [(r, r.content_stream().read()) for r in ArchiveIterator(io.BytesIO(raw))]
         assert len(records) == 1, f"{m['url']}: the range holds {len(records)} records"
-        rec = records[0]
+        rec, body = records[0]
         assert rec.rec_type == "response" and rec.rec_headers.get_header("WARC-Target-URI") == m["url"]
         assert rec.rec_headers.get_header("WARC-IP-Address", "").startswith("127.")
-        body = rec.content_stream().read()
         digest = rec.rec_headers.get_header("WARC-Payload-Digest")
         assert digest == _digest(body) == fields["digest"], m["url"]
         assert hashlib.sha256(body).hexdigest() == m["content_hash"], m["url"]

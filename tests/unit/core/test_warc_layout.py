@@ -52,9 +52,10 @@ def test_decoded_payload_keeps_the_received_codings_under_x_crawler() -> None:
 def test_plain_response_head_is_kept_as_received() -> None:
     head = "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5\r\n\r\n"
     assert recorded_head(head, 5) == head
-    # no payload follows (a revisit): untouched
-    gz = "HTTP/1.1 304 Not Modified\r\nContent-Encoding: gzip\r\n\r\n"
-    assert recorded_head(gz, None) == gz
+    # no payload follows (a revisit): its length is kept, its codings are renamed like a response's
+    gz = "HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 7\r\n\r\n"
+    assert recorded_head(gz, None) == "HTTP/1.1 200 OK\r\nX-Crawler-Content-Encoding: br\r\nContent-Length: 7\r\n\r\n"
+    assert recorded_head(head, None) == head
     # a length that does not match what is recorded (a truncated body) is replaced
     assert "X-Crawler-Content-Length: 5" in recorded_head(head, 3) and "Content-Length: 3" in recorded_head(head, 3)
     assert recorded_head("HTTP/1.0 200 OK\r\n\r\n", 4).endswith("Content-Length: 4\r\n\r\n")

@@ -124,7 +124,9 @@ def test_cdxj_is_what_cdxj_indexer_writes_for_the_same_file(tmp_path: Path) -> N
         await h.on_assign([0])
         recs = [_rec(store, f"e{i}", f"http://h.test/p{i}?b=2&a=1", f"body {i}".encode(), at=1.7e9 + i)
                 for i in range(5)]
-        recs.append(_rec(store, "r", "http://h.test/p1?b=2&a=1", b"body 1", publish=False, at=1.7e9 + 9,
+        # an unchanged brotli page: its revisit must not tell readers to decode the (empty) payload
+        br = "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Encoding: br\r\nContent-Length: 9\r\n\r\n"
+        recs.append(_rec(store, "r", "http://h.test/p1?b=2&a=1", b"body 1", publish=False, at=1.7e9 + 9, resp=br,
                          revisit=RevisitOf(url="http://h.test/p1?b=2&a=1", fetched_at=1.7e9 + 1)))
         await _write(h, recs)
         await h.close()

@@ -2,11 +2,11 @@
 
 Two estimators:
 
-* ``"doubling"`` (the DEFAULT) -- adaptive interval: changed -> interval x ``shrink_factor`` (halve),
-  unchanged (including 304 Not Modified) -> x ``grow_factor`` (double), clamped to [1 h, 30 d].
-  The scheduler uses it by default because it needs one float of state per URL (the interval,
-  already in url_state), reacts after a single observation, is cheap to reason about, and its
-  clamp bounds both wasted fetches and staleness.
+* ``"doubling"`` (RecrawlConfig's default) -- adaptive interval: changed -> interval x
+  ``shrink_factor`` (halve), unchanged (including 304 Not Modified) -> x ``grow_factor`` (double),
+  clamped to [1 h, 30 d]. It needs one float of state per URL, reacts after a single observation and
+  its clamp bounds both wasted fetches and staleness. The scheduler's setting defaults to
+  ``"change_rate"``, which falls back to this rule until it has enough visits (`plan_visit`).
 * ``"change_rate"`` -- Cho & Garcia-Molina's estimator for a Poisson change process observed at
   n roughly regular visits of which X saw a change::
 
@@ -33,11 +33,14 @@ from typing import Literal
 __all__ = [
     "ChangeHistory",
     "RecrawlConfig",
+    "VisitPlan",
     "adapt_interval",
     "change_rate",
     "estimate_interval",
+    "importance_from_depth",
     "is_unchanged_status",
     "next_interval",
+    "plan_visit",
     "scale_for_importance",
 ]
 
@@ -180,3 +183,40 @@ def estimate_interval(
             return scale_for_importance(_clamp(interval, config), importance, config)
     changed = history.last_change is not None and history.last_change == history.last_fetch == now
     return next_interval(prev_interval_s, changed, importance, config)
+
+
+def importance_from_depth(depth: int, seed_importance: float = 2.0, floor: float = 0.25) -> float:
+    """A page's importance from its distance to a seed (links followed from a seed page): seeds count
+    ``seed_importance`` and each hop lowers it, ``seed_importance / (1 + depth / 2)``, down to ``floor``:
+    depth 0 → 2.0, 1 → 1.33, 2 → 1.0, 4 → 0.67, 14 and more → 0.25 (with the defaults). Seed distance is
+    known for every URL without a link graph (in-link counts would need one), and pages near the seeds
+    are the ones a crawl was started for."""
+    if depth < 0:
+        raise ValueError("depth must be >= 0")
+    if not (math.isfinite(seed_importance) and seed_importance > 0 and 0 < floor <= seed_importance):
+        raise ValueError("need 0 < floor <= seed_importance")
+    return max(floor, seed_importance / (1.0 + depth / 2.0))
+
+
+@dataclass(frozen=True)
+class VisitPlan:
+    """The next visit after one: its delay from this visit's start, and the history to persist."""
+
+    delay_s: float
+    history: ChangeHistory
+
+
+def plan_visit(history: ChangeHistory, now: float, changed: bool, prev_delay_s: float | None, importance: float,
+               config: RecrawlConfig = _DEFAULT) -> VisitPlan:
+    """The delay until the next visit after a visit at ``now`` (``changed``: the body differs from the
+    last visit's; a 304 is unchanged). The first visit waits ``initial_interval_s``; later ones the
+    configured estimator's interval (``"change_rate"``: Cho & Garcia-Molina once ``min_observations``
+    visits are compared, the doubling rule before), divided by ``importance``. ``prev_delay_s`` is the
+    delay the last visit used (importance-scaled): the doubling rule continues from it unscaled."""
+    _check_importance(importance)
+    after = history.record(now, changed and history.fetch_count > 0)
+    if history.fetch_count == 0:
+        return VisitPlan(scale_for_importance(config.initial_interval_s, importance, config), after)
+    prev_base = None if prev_delay_s is None else prev_delay_s * importance
+    base = estimate_interval(after, now, config, 1.0, prev_base)
+    return VisitPlan(scale_for_importance(base, importance, config), after)

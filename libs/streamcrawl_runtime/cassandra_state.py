@@ -7,10 +7,13 @@ repairs a batch that landed in part.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any
 
+from streamcrawl_contracts.topics import HOST_PARTITIONS
 from streamcrawl_core.neardup import block_rows, candidate_keys, signed64
+from streamcrawl_core.partition import partition_for
 
 from streamcrawl_runtime.cql_coalesce import WriteCoalescer
 from streamcrawl_runtime.ports.cql import CqlSession
@@ -83,23 +86,26 @@ class CassandraCrawlState:
         self._u_outcome = p("UPDATE url_state SET url = ?, depth = ?, status = ?, http_status = ?, fetched_at = ?"
                             " WHERE host = ? AND url_fp = ?")
         self._u_sched = p("UPDATE url_state SET change_interval_s = ?, next_visit_at = ?, change_count = ?,"
-                          " last_changed_at = ?, sched_hash = ? WHERE host = ? AND url_fp = ?")
+                          " last_changed_at = ?, sched_hash = ?, sched_visits = ?, sched_first_at = ?"
+                          " WHERE host = ? AND url_fp = ?")
         self._c_claim = p("INSERT INTO content_index (content_hash, canonical_url, storage_key, first_seen)"
                           " VALUES (?, ?, ?, ?) IF NOT EXISTS")
         self._c_get = p("SELECT canonical_url FROM content_index WHERE content_hash = ?")
         # One read for the 4 block partitions (see streamcrawl_core.neardup.candidate_keys: a superset).
         self._s_get = p("SELECT simhash, url FROM simhash_blocks WHERE block IN ? AND value IN ?")
         self._s_put = p("INSERT INTO simhash_blocks (block, value, simhash, url) VALUES (?, ?, ?, ?)")
-        self._d_put = p("INSERT INTO due_index (bucket, next_visit_at, host, url_fp, url, depth)"
-                        " VALUES (?, ?, ?, ?, ?, ?)")
-        self._d_range = p("SELECT next_visit_at, host, url_fp, url, depth FROM due_index WHERE bucket = ?"
-                          " AND next_visit_at >= ? AND next_visit_at <= ? LIMIT ?")
+        # due_by_part (0040): (partition, hour) partitions, so no hour is one hot Cassandra partition.
+        self._d_put = p("INSERT INTO due_by_part (part, bucket, next_visit_at, host, url_fp, url, depth)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?)")
+        self._d_range = p("SELECT next_visit_at, host, url_fp, url, depth FROM due_by_part WHERE part = ?"
+                          " AND bucket = ? AND next_visit_at >= ? AND next_visit_at <= ? LIMIT ?")
         self._b_all = p("SELECT pattern FROM blocklist")
         self._o_all = p("SELECT host, min_delay_s, delay_factor, page_budget FROM host_overrides")
         self._pauses = p("SELECT scope FROM crawl_pauses")
         self._summary = p("INSERT INTO frontier_summary (part, queued, in_flight, hosts, top_hosts, updated_at)"
                           " VALUES (?, ?, ?, ?, ?, ?)")
-        self._d_del = p("DELETE FROM due_index WHERE bucket = ? AND next_visit_at = ? AND host = ? AND url_fp = ?")
+        self._d_del = p("DELETE FROM due_by_part WHERE part = ? AND bucket = ? AND next_visit_at = ? AND host = ?"
+                        " AND url_fp = ?")
 
     async def _exec(self, stmt: str, params: tuple[Any, ...], page_size: int | None = None) -> list[Any]:
         return await self.s.execute(stmt, params, page_size)
@@ -200,7 +206,8 @@ class CassandraCrawlState:
                         r.simhash, r.storage_key, r.etag, r.last_modified, epoch(r.fetched_at), r.fetch_count or 0,
                         r.change_count or 0, epoch(r.last_changed_at), r.change_interval_s,
                         epoch(r.next_visit_at), r.canonical_url, epoch(r.discovered_at), r.sched_hash,
-                        r.discovered_by, epoch(r.frontier_done_at))
+                        r.discovered_by, epoch(r.frontier_done_at), sched_visits=r.sched_visits or 0,
+                        sched_first_at=epoch(r.sched_first_at))
 
     async def url_insert_discovered(self, host: str, url_fp: int, url: str, depth: int, now: float,
                                     event_id: str = "") -> None:
@@ -235,9 +242,10 @@ class CassandraCrawlState:
 
     async def url_put_schedule_and_due(self, host: str, url_fp: int, url: str, depth: int, interval_s: float,
                                        next_visit_at: float, change_count: int, last_changed_at: float | None,
-                                       sched_hash: str | None) -> None:
+                                       sched_hash: str | None, visits: int = 0,
+                                       first_visit_at: float | None = None) -> None:
         await self._w.write([(self._u_sched, (interval_s, ts(next_visit_at), change_count, ts(last_changed_at),
-                                              sched_hash, host, url_fp)),
+                                              sched_hash, visits, ts(first_visit_at), host, url_fp)),
                              self._due_write(next_visit_at, host, url_fp, url, depth)])
 
     # ---------------------------------------------------------------- content dedup
@@ -264,22 +272,29 @@ class CassandraCrawlState:
 
     # ---------------------------------------------------------------- due index
     def _due_write(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int) -> _Write:
-        return self._d_put, (int(next_visit_at // DUE_BUCKET_S), ts(next_visit_at), host, url_fp, url, depth)
+        return self._d_put, (partition_for(host, HOST_PARTITIONS), int(next_visit_at // DUE_BUCKET_S),
+                             ts(next_visit_at), host, url_fp, url, depth)
 
     async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None:
         await self._w.write([self._due_write(next_visit_at, host, url_fp, url, depth)])
 
-    async def due_range(self, start: float, end: float, limit: int) -> list[DueRow]:
+    async def due_range(self, start: float, end: float, limit: int,
+                        parts: Collection[int] | None = None) -> list[DueRow]:
+        """Oldest first per (partition, hour); up to ``limit`` rows per partition, the earliest ``limit`` kept."""
         out: list[DueRow] = []
-        for bucket in range(int(start // DUE_BUCKET_S), int(end // DUE_BUCKET_S) + 1):
-            rows = await self._exec(self._d_range, (bucket, ts(start), ts(end), limit - len(out)))
-            out.extend(DueRow(epoch(r.next_visit_at) or 0.0, r.host, r.url_fp, r.url, r.depth or 0) for r in rows)
-            if len(out) >= limit:
-                break
-        return out
+        for part in sorted(range(HOST_PARTITIONS) if parts is None else parts):
+            got = 0
+            for bucket in range(int(start // DUE_BUCKET_S), int(end // DUE_BUCKET_S) + 1):
+                rows = await self._exec(self._d_range, (part, bucket, ts(start), ts(end), limit - got))
+                out.extend(DueRow(epoch(r.next_visit_at) or 0.0, r.host, r.url_fp, r.url, r.depth or 0) for r in rows)
+                got += len(rows)
+                if got >= limit:
+                    break
+        return sorted(out)[:limit]
 
     async def due_delete(self, next_visit_at: float, host: str, url_fp: int) -> None:
-        await self._w.write([(self._d_del, (int(next_visit_at // DUE_BUCKET_S), ts(next_visit_at), host, url_fp))])
+        await self._w.write([(self._d_del, (partition_for(host, HOST_PARTITIONS), int(next_visit_at // DUE_BUCKET_S),
+                                            ts(next_visit_at), host, url_fp))])
 
     # ---------------------------------------------------------------- control plane
     async def blocklist_patterns(self) -> list[str]:

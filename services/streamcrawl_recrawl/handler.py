@@ -1,10 +1,15 @@
 """The recrawl scheduler's run-loop handler.
 
-On each fetch outcome it updates the URL's change interval with the core policy (halve on change, x2
-when unchanged, a 304 counts as unchanged, clamped to [min, max]) and files the next visit in the
-due_index, bucketed by hour and clustered by time, so "due now" is a range read of a few partitions.
-Every scan it emits due URLs of the partitions it owns to the frontier as refreshes, at most
-refresh_per_scan per scan; the frontier's discovery/refresh split then shares fetch slots.
+On each fetch outcome (fetched or 304; a 304 counts as unchanged) it plans the URL's next visit with the
+core policy (`streamcrawl_core.recrawl.plan_visit`): the change-rate estimator of Cho & Garcia-Molina
+over the URL's visit history (visits, changes, first visit), the doubling rule until enough visits are
+compared, divided by the page's importance (from its seed distance, `importance_from_depth`), clamped to
+[min, max]. The visit is filed in the due index under the host's Kafka partition and the hour
+(`due_by_part`), so "due now" is a range read of the owned partitions only and no hour is one hot
+Cassandra partition. Every scan it emits due URLs of the partitions it owns to the frontier as
+refreshes, at most refresh_per_scan per scan; the frontier's discovery/refresh split then shares fetch
+slots. A refresh passes the same gates as a discovery in dedup: the blocklist (a blocked host's visit is
+dropped) and the host's page budget per cycle (an over-budget host's visits move to the next cycle).
 
 Change detection compares the body hash with the scheduler's own `sched_hash`, not url_state's
 content_hash, which dedup updates concurrently.
@@ -22,23 +27,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from prometheus_client import Counter, Gauge
 from streamcrawl_contracts.messages import Envelope, FetchResult, UrlMessage
 from streamcrawl_contracts.topics import HOST_PARTITIONS, URLS
 from streamcrawl_core.partition import partition_for
-from streamcrawl_core.recrawl import RecrawlConfig, next_interval
+from streamcrawl_core.blocklist import Blocklist
+from streamcrawl_core.recrawl import ChangeHistory, RecrawlConfig, importance_from_depth, plan_visit
 from streamcrawl_runtime.metrics import Children
 from streamcrawl_runtime.ports.errors import PoisonMessage
 from streamcrawl_runtime.ports.loop import Output, Record
-from streamcrawl_runtime.ports.state import RecrawlState
+from streamcrawl_runtime.ports.state import RecrawlState, UrlState
 
 log = logging.getLogger("streamcrawl.recrawl")
 
 SCHEDULED = Counter("streamcrawl_recrawl_scheduled_total", "Next visits filed", ["change"])
 _SCHEDULED = Children(SCHEDULED)  # .labels() once per value
 EMITTED = Counter("streamcrawl_recrawl_emitted_total", "Due URLs sent to the frontier")
+HELD = Counter("streamcrawl_recrawl_held_total", "Due URLs not sent", ["reason"])
+_HELD = Children(HELD)
 DUE = Gauge("streamcrawl_recrawl_due", "Due visits of owned partitions found by the last scan, capped at 4x the "
             "scan's budget: the recrawl backlog")
 
@@ -46,7 +54,16 @@ DUE = Gauge("streamcrawl_recrawl_due", "Due visits of owned partitions found by 
 class RecrawlHandler:
     def __init__(self, state: RecrawlState, config: RecrawlConfig, *, scan_interval_s: float = 5.0,
                  scan_lookback_s: float = 2 * 86400.0, refresh_per_scan: int = 2000,
-                 partitions: int = HOST_PARTITIONS, full_scan_s: float = 600.0) -> None:
+                 partitions: int = HOST_PARTITIONS, full_scan_s: float = 600.0, host_page_budget: int = 1000,
+                 cycle_s: float = 86400.0, importance: Callable[[int], float] = importance_from_depth) -> None:
+        self.importance = importance  # depth (seed distance) → importance
+        self.blocklist = Blocklist()
+        self.host_page_budget = host_page_budget
+        self.budgets: dict[str, int] = {}  # host → agreed page budget per cycle (control-plane overrides)
+        self.cycle_s = cycle_s
+        self._cycle = -1
+        self._refreshed: dict[str, int] = {}  # host → refreshes sent this cycle (by this process)
+        self._policy_at = -math.inf
         self.state = state
         self.config = config
         self.scan_interval_s = scan_interval_s
@@ -83,11 +100,12 @@ class RecrawlHandler:
             # A replay of the fetch already scheduled: file the same visit again, change nothing.
             await self.state.due_put(st.next_visit_at, res.host, res.url_fp, res.url, res.depth)
             return []
-        prev_interval = st.change_interval_s if st else None
         first = st is None or st.sched_hash is None
         changed = res.outcome == "fetched" and not first and st is not None and st.sched_hash != res.content_hash
-        interval = self.config.initial_interval_s if first else next_interval(prev_interval, changed, 1.0,
-                                                                               self.config)
+        history = ChangeHistory() if first or st is None else _history(st, res.started_at)
+        plan = plan_visit(history, res.started_at, changed, st.change_interval_s if st else None,
+                          self.importance(res.depth), self.config)
+        interval = plan.delay_s
         # Based on the fetch's own start time, so a replay files the same visit.
         visit_at = res.started_at + interval
         if st is not None and st.next_visit_at is not None and abs(st.next_visit_at - visit_at) > 0.001:
@@ -100,9 +118,9 @@ class RecrawlHandler:
         # replay takes the path above, which files the due row (a discovery, not read, writes both again).
         self._next_visit = min(self._next_visit, visit_at)
         await self.state.url_put_schedule_and_due(res.host, res.url_fp, res.url, res.depth, interval, visit_at,
-                                                  (st.change_count if st else 0) + (1 if changed else 0),
+                                                  plan.history.change_count,
                                                   res.started_at if changed else (st.last_changed_at if st else None),
-                                                  new_hash)
+                                                  new_hash, plan.history.fetch_count, plan.history.first_seen)
         _SCHEDULED("first" if first else ("changed" if changed else "unchanged")).inc()
         return []
 
@@ -123,10 +141,18 @@ class RecrawlHandler:
         # Together: the state adapter sends concurrent writes as a few batches.
         await asyncio.gather(*(self.state.due_delete(visit_at, host, fp) for visit_at, host, fp in self._emitted))
         self._emitted = []
+        if now - self._policy_at >= 10.0:  # the control plane edits them; pick changes up quickly
+            self._policy_at = now
+            self.blocklist = Blocklist(await self.state.blocklist_patterns())
+            self.budgets = {h: o.page_budget for h, o in (await self.state.host_overrides()).items()
+                            if o.page_budget is not None}
+        cycle = int(now // self.cycle_s)
+        if cycle != self._cycle:
+            self._cycle, self._refreshed = cycle, {}
         full = now >= self._full_at + self.full_scan_s
         start = now - self.scan_lookback_s if full else max(now - self.scan_lookback_s, self._scanned_to)
         limit = self.refresh_per_scan * 4
-        rows = await self.state.due_range(start, now, limit)
+        rows = await self.state.due_range(start, now, limit, parts=sorted(self.owned))
         if full:
             self._full_at = now
         self._next_visit = math.inf
@@ -134,6 +160,16 @@ class RecrawlHandler:
         owned = [r for r in rows if partition_for(r[1], self.partitions) in self.owned]
         DUE.set(len(owned))
         for visit_at, host, fp, url, depth in owned:
+            if host in self.blocklist:
+                _HELD("blocked").inc()
+                await self.state.due_delete(visit_at, host, fp)  # not visited again until unblocked and found
+                continue
+            if self._refreshed.get(host, 0) >= self.budgets.get(host, self.host_page_budget):
+                _HELD("over_budget").inc()
+                await self.state.due_delete(visit_at, host, fp)
+                await self.state.due_put((cycle + 1) * self.cycle_s, host, fp, url, depth)  # next cycle
+                continue
+            self._refreshed[host] = self._refreshed.get(host, 0) + 1
             out.append(Output(URLS, host, UrlMessage(url=url, host=host, url_fp=fp, depth=depth, priority=3,
                                                      kind="refresh")))
             self._emitted.append((visit_at, host, fp))
@@ -145,3 +181,12 @@ class RecrawlHandler:
             self._scanned_to = now
         EMITTED.inc(len(out))
         return out
+
+
+def _history(st: UrlState, now: float) -> ChangeHistory:
+    """The visit history the schedule row holds (rows filed before migration 0040 count one visit)."""
+    visits = max(1, st.sched_visits)
+    last = (st.next_visit_at - st.change_interval_s
+            if st.next_visit_at is not None and st.change_interval_s is not None else now)
+    first = st.sched_first_at if st.sched_first_at is not None else last
+    return ChangeHistory(visits, min(st.change_count, visits - 1), min(first, last), last, st.last_changed_at)

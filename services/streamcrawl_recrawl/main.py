@@ -15,10 +15,12 @@ from streamcrawl_recrawl.settings import RecrawlSettings
 
 def build(settings: RecrawlSettings) -> Wiring:
     config = RecrawlConfig(min_interval_s=settings.min_interval_s, max_interval_s=settings.max_interval_s,
-                           initial_interval_s=settings.initial_interval_s, grow_factor=settings.grow_factor)
+                           initial_interval_s=settings.initial_interval_s, grow_factor=settings.grow_factor,
+                           estimator=settings.estimator, min_observations=settings.min_observations)
     state = crawl_state(settings.stack)
     handler = RecrawlHandler(state, config, scan_interval_s=settings.scan_interval_s,
-                             scan_lookback_s=settings.scan_lookback_s, refresh_per_scan=settings.refresh_per_scan)
+                             scan_lookback_s=settings.scan_lookback_s, refresh_per_scan=settings.refresh_per_scan,
+                             host_page_budget=settings.host_page_budget, cycle_s=settings.cycle_s)
     return Wiring(handler, {FETCH_RESULTS.name: FetchResult}, loop={"max_in_flight": 500, "tick_interval_s": 1.0},
                   checks={"cassandra": cassandra_check(state.s)})
 

@@ -105,6 +105,16 @@ PROFILES: dict[str, Profile] = {
         pages_per_host=(12, 32),
         kind_weights={NORMAL: 1.0},
     ),
+    # Ordinary hosts (pages that never change: a conditional GET gets a 304) and changing hosts (every
+    # page has a new version every change period): the recrawl e2e test, with intervals in seconds.
+    "recrawl": Profile(
+        name="recrawl",
+        pages_per_host=(2, 3),
+        intra_links=(1, 2),
+        cross_links=(1, 2),
+        kind_weights={NORMAL: 0.5, "changing": 0.5},
+        change_period_s=3.0,
+    ),
 }
 
 

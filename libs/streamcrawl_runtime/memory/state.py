@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Collection
 from typing import Any
 
+from streamcrawl_contracts.topics import HOST_PARTITIONS
 from streamcrawl_core.neardup import block_rows, candidate_keys, signed64
+from streamcrawl_core.partition import partition_for
 
 from streamcrawl_runtime.ports.state import (
     DueRow,
@@ -174,11 +177,13 @@ class MemoryCrawlState:
 
     async def url_put_schedule_and_due(self, host: str, url_fp: int, url: str, depth: int, interval_s: float,
                                        next_visit_at: float, change_count: int, last_changed_at: float | None,
-                                       sched_hash: str | None) -> None:
+                                       sched_hash: str | None, visits: int = 0,
+                                       first_visit_at: float | None = None) -> None:
         self.calls.append(("url_put_schedule_and_due", next_visit_at, host, url_fp, interval_s))  # one request
         row = self.urls.setdefault((host, url_fp), UrlState(host, url_fp, ""))
         row.change_interval_s, row.next_visit_at = interval_s, _ms(next_visit_at)
         row.change_count, row.last_changed_at, row.sched_hash = change_count, _ms(last_changed_at), sched_hash
+        row.sched_visits, row.sched_first_at = visits, _ms(first_visit_at)
         self._due(next_visit_at, host, url_fp, url, depth)
 
     # ---------------------------------------------------------------- content dedup
@@ -211,9 +216,11 @@ class MemoryCrawlState:
         self.due[(_ms(next_visit_at) or 0.0, host, url_fp)] = url
         self.due_depth[(_ms(next_visit_at) or 0.0, host, url_fp)] = depth
 
-    async def due_range(self, start: float, end: float, limit: int) -> list[DueRow]:
+    async def due_range(self, start: float, end: float, limit: int,
+                        parts: Collection[int] | None = None) -> list[DueRow]:
         rows = sorted(DueRow(t, h, fp, url, self.due_depth.get((t, h, fp), 0))
-                      for (t, h, fp), url in self.due.items() if start <= t <= end)
+                      for (t, h, fp), url in self.due.items()
+                      if start <= t <= end and (parts is None or partition_for(h, HOST_PARTITIONS) in parts))
         return rows[:limit]
 
     async def due_delete(self, next_visit_at: float, host: str, url_fp: int) -> None:

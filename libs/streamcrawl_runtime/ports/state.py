@@ -10,6 +10,7 @@ say how a replay repairs a batch that landed in part.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -73,6 +74,8 @@ class UrlState:
     sched_hash: str | None = None
     discovered_by: str | None = None
     frontier_done_at: float | None = None
+    sched_visits: int = 0
+    sched_first_at: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -202,16 +205,25 @@ class DedupState(HostReader, UrlReader, OverridesReader, Protocol):
     async def blocklist_patterns(self) -> list[str]: ...
 
 
-class RecrawlState(UrlReader, Protocol):
-    """What the recrawl scheduler reads and writes: schedules and the due index."""
+class RecrawlState(UrlReader, OverridesReader, Protocol):
+    """What the recrawl scheduler reads and writes: schedules and the due index (and, for refreshes, the
+    blocklist and the hosts' page budgets)."""
+
+    async def blocklist_patterns(self) -> list[str]: ...
 
     async def url_put_schedule_and_due(self, host: str, url_fp: int, url: str, depth: int, interval_s: float,
                                        next_visit_at: float, change_count: int, last_changed_at: float | None,
-                                       sched_hash: str | None) -> None:
+                                       sched_hash: str | None, visits: int = 0,
+                                       first_visit_at: float | None = None) -> None:
         """The recrawl schedule in url_state and due_put(next_visit_at, ...) in one request (an unlogged
-        batch of idempotent upserts). Not atomic: either part may land without the other."""
-    async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None: ...
-    async def due_range(self, start: float, end: float, limit: int) -> list[DueRow]: ...
+        batch of idempotent upserts). Not atomic: either part may land without the other. ``visits`` and
+        ``first_visit_at``: the visit history the change-rate estimator reads back (sched_visits,
+        sched_first_at)."""
+    async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None:
+        """File a visit under the host's partition (see due_range)."""
+    async def due_range(self, start: float, end: float, limit: int,
+                        parts: Collection[int] | None = None) -> list[DueRow]:
+        """Visits due in [start, end] of the hosts of Kafka partitions ``parts`` (None: all), by time."""
     async def due_delete(self, next_visit_at: float, host: str, url_fp: int) -> None: ...
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+from streamcrawl_contracts.topics import HOST_PARTITIONS
+from streamcrawl_core.partition import partition_for
 from streamcrawl_core.simhash import to_signed64
 from streamcrawl_runtime.cassandra_state import CassandraCrawlState
 from streamcrawl_runtime.ports.state import UrlState
@@ -76,14 +78,27 @@ def test_host_politeness_and_finish_is_one_batch_of_the_three_writes() -> None:
 def test_url_put_schedule_and_due_is_one_batch_of_the_schedule_and_the_due_row() -> None:
     state, session, batches = recording_state()
     asyncio.run(state.url_put_schedule_and_due("a.test", 7, "http://a.test/p", 2, 86400.0, 1_700_007_200.0, 1,
-                                               1_700_000_000.0, "h1"))
+                                               1_700_000_000.0, "h1", 3, 1_699_000_000.0))
     assert session.executed == []
     [[(sched, sp), (due, dp)]] = batches
     assert sched == ("UPDATE url_state SET change_interval_s = ?, next_visit_at = ?, change_count = ?,"
-                     " last_changed_at = ?, sched_hash = ? WHERE host = ? AND url_fp = ?")
-    assert sp[0] == 86400.0 and sp[2:] == (1, sp[3], "h1", "a.test", 7) and sp[1].timestamp() == 1_700_007_200.0
-    assert due.startswith("INSERT INTO due_index (bucket, next_visit_at, host, url_fp, url, depth)")
-    assert dp[0] == 1_700_007_200 // 3600 and dp[2:] == ("a.test", 7, "http://a.test/p", 2)
+                     " last_changed_at = ?, sched_hash = ?, sched_visits = ?, sched_first_at = ?"
+                     " WHERE host = ? AND url_fp = ?")
+    assert sp[0] == 86400.0 and sp[2:5] == (1, sp[3], "h1") and sp[5] == 3 and sp[7:] == ("a.test", 7)
+    assert sp[1].timestamp() == 1_700_007_200.0 and sp[6].timestamp() == 1_699_000_000.0
+    # the due row goes under the host's Kafka partition and the hour (0040: no hot partition per hour)
+    assert due.startswith("INSERT INTO due_by_part (part, bucket, next_visit_at, host, url_fp, url, depth)")
+    assert dp[0] == partition_for("a.test", HOST_PARTITIONS) and dp[1] == 1_700_007_200 // 3600
+    assert dp[3:] == ("a.test", 7, "http://a.test/p", 2)
     assert sched.count("?") == len(sp) and due.count("?") == len(dp)
     asyncio.run(state.due_put(1_700_007_200.0, "a.test", 7, "http://a.test/p", 2))  # the same due row
     assert session.executed == [(due, dp)]
+
+
+def test_due_range_reads_only_the_owned_partitions_hours() -> None:
+    state, session, _batches = recording_state()
+    asyncio.run(state.due_range(7200.0 * 100, 7200.0 * 100 + 3600.0, 50, parts=[5, 2]))
+    keys = [(p[0], p[1]) for _stmt, p in session.executed]
+    assert keys == [(2, 200), (2, 201), (5, 200), (5, 201)]
+    assert all(stmt.startswith("SELECT next_visit_at, host, url_fp, url, depth FROM due_by_part WHERE part = ?")
+               for stmt, _ in session.executed)

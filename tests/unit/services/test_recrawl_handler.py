@@ -33,8 +33,9 @@ def host_of(url: str) -> str:
 class Rig:
     def __init__(self, refresh_per_scan: int = 2000, owned: tuple[int, ...] = tuple(range(8))) -> None:
         self.state = MemoryCrawlState()
+        # Importance 1 for every depth: these tests pin the doubling rule's intervals (see the importance tests).
         self.h = RecrawlHandler(self.state, CFG, scan_interval_s=5.0, scan_lookback_s=2 * DAY,
-                                refresh_per_scan=refresh_per_scan, partitions=8)
+                                refresh_per_scan=refresh_per_scan, partitions=8, importance=lambda _d: 1.0)
         self.run(self.h.on_assign(list(owned)))
 
     def run(self, coro: Any) -> Any:
@@ -302,3 +303,76 @@ def test_discovery_result_is_a_first_visit_without_a_read() -> None:
     assert rig.due_of() == [pytest.approx(T0 + rig.h.config.initial_interval_s, abs=0.002)]
     rig.result(T0 + 90_000, kind="refresh")
     assert reads == ["a.test"]
+
+
+# ------------------------------------------------------------------ estimator, importance, refresh gates
+
+RATE_CFG = RecrawlConfig(min_interval_s=10.0, max_interval_s=10_000.0, initial_interval_s=100.0,
+                         estimator="change_rate", min_observations=3)
+
+
+def _visits(h: RecrawlHandler, state: MemoryCrawlState, hashes: list[str], gap: float = 100.0,
+            depth: int = 2) -> list[float]:
+    """Fetch the URL at ``gap`` intervals with these bodies; the delay filed after each visit."""
+    delays = []
+    for i, ch in enumerate(hashes):
+        res = FetchResult(url=URL, host="a.test", url_fp=FP, lease_id="L", outcome="fetched", depth=depth,
+                          kind="discovery" if i == 0 else "refresh", status=200, started_at=T0 + i * gap,
+                          content_hash=ch)
+        asyncio.run(h.handle(Record("t", partition_for("a.test", 8), 0, "a.test", b""), res))
+        delays.append(state.urls[("a.test", FP)].change_interval_s)
+    return delays
+
+
+def test_change_rate_estimator_sets_the_interval_from_the_visit_history() -> None:
+    state = MemoryCrawlState()
+    h = RecrawlHandler(state, RATE_CFG, partitions=8)  # depth 2: importance 1.0
+    delays = _visits(h, state, ["a", "b", "c", "c", "d"])
+    st = state.urls[("a.test", FP)]
+    assert (st.sched_visits, st.change_count, st.sched_first_at) == (5, 3, T0)
+    # n = 4 compared visits, X = 3 changes, over 400 s: rate = -ln((4 - 3 + .5) / 4.5) / 100
+    import math
+    assert delays[-1] == pytest.approx(1 / (-math.log(1.5 / 4.5) / 100.0))
+    assert delays[0] == 100.0  # the first visit waits the initial interval
+
+
+def test_unchanged_pages_go_to_the_longest_interval_and_changing_ones_come_back_sooner() -> None:
+    same_state, busy_state = MemoryCrawlState(), MemoryCrawlState()
+    same = _visits(RecrawlHandler(same_state, RATE_CFG, partitions=8), same_state, ["a"] * 5)
+    busy = _visits(RecrawlHandler(busy_state, RATE_CFG, partitions=8), busy_state, ["a", "b", "c", "d", "e"])
+    assert same == sorted(same) and same[-1] == RATE_CFG.max_interval_s  # no change seen in 4 visits
+    assert busy[-1] < busy[0] and busy[-1] < 100.0
+
+
+def test_importance_shortens_the_delay_of_pages_near_the_seeds() -> None:
+    near_state, far_state = MemoryCrawlState(), MemoryCrawlState()
+    near = _visits(RecrawlHandler(near_state, RATE_CFG, partitions=8), near_state, ["a", "b"], depth=0)
+    far = _visits(RecrawlHandler(far_state, RATE_CFG, partitions=8), far_state, ["a", "b"], depth=6)
+    assert near[0] == 50.0 and far[0] == 100.0 / 0.5  # importance 2.0 at depth 0, 0.5 at depth 6
+    assert near[1] < far[1]
+
+
+def test_refreshes_skip_blocked_hosts_and_respect_the_host_budget() -> None:
+    state = MemoryCrawlState()
+    h = RecrawlHandler(state, CFG, partitions=8, host_page_budget=2, importance=lambda _d: 1.0)
+    asyncio.run(h.on_assign(list(range(8))))
+    for i in range(4):
+        asyncio.run(state.due_put(T0 + i, "a.test", 100 + i, f"http://a.test/{i}"))
+    asyncio.run(state.due_put(T0, "bad.test", 1, "http://bad.test/"))
+    state.blocklist = ["bad.test"]
+    out = asyncio.run(h.tick(T0 + 10))
+    assert sorted(o.value.url for o in out) == ["http://a.test/0", "http://a.test/1"]  # the budget: 2
+    # the blocked host's visit is dropped; the over-budget ones move to the next cycle
+    assert not [k for k in state.due if k[1] == "bad.test"]
+    assert sorted(t for (t, host, _fp) in state.due if host == "a.test" and t > T0 + 10) == [86400.0 * 19676] * 2
+
+
+def test_a_scan_reads_only_the_owned_partitions() -> None:
+    state = MemoryCrawlState()
+    h = RecrawlHandler(state, CFG, partitions=8)
+    mine = next(f"h{i}.test" for i in range(100) if partition_for(f"h{i}.test", 8) == 3)
+    other = next(f"h{i}.test" for i in range(100) if partition_for(f"h{i}.test", 8) != 3)
+    asyncio.run(h.on_assign([3]))
+    asyncio.run(state.due_put(T0, mine, 1, f"http://{mine}/"))
+    asyncio.run(state.due_put(T0, other, 2, f"http://{other}/"))
+    assert [o.value.host for o in asyncio.run(h.tick(T0 + 1))] == [mine]

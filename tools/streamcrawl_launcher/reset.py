@@ -13,7 +13,8 @@ from streamcrawl_contracts.topics import ALL_TOPICS
 from streamcrawl_runtime.acsylla_session import BlockingSession
 from streamcrawl_runtime.provisioning import ProvisionError, ensure_topics
 
-CRAWL_TABLES = ("url_state", "host_state", "frontier_queue", "due_index", "content_index", "simhash_blocks")
+CRAWL_TABLES = ("url_state", "host_state", "frontier_queue", "due_index", "due_by_part", "content_index",
+                "simhash_blocks")
 
 
 def reset_crawl(bootstrap: str, session: BlockingSession, client: Minio, bucket: str, timeout_s: float = 60.0) -> None:

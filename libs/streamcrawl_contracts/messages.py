@@ -71,6 +71,8 @@ class UrlCandidates(Envelope):
     source_url: str
     urls: list[str] = Field(min_length=1)
     url_fps: list[int] = Field(min_length=1)
+    #: From a sitemap: each URL's <lastmod> (epoch seconds) or None; empty otherwise.
+    lastmods: list[float | None] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _same_length(self) -> UrlCandidates:
@@ -165,6 +167,8 @@ class FetchResult(Envelope):
     x_robots_tag: str | None = None
     #: Optional, so consumers that ignore it (and older ones) are unaffected: no schema_version bump.
     body_gz: bytes | None = Field(default=None, repr=False)
+    #: On a result whose lease fetched robots.txt (robots_fetched): its Sitemap: URLs, for dedup.
+    sitemaps: list[str] = Field(default_factory=list)
     #: The raw heads and the peer address of the page request (outcomes with an HTTP response to the page
     #: URL: fetched, not_modified, redirect, http_error, soft_404), for the WARC writer.
     exchange: HttpExchange | None = None
@@ -195,6 +199,12 @@ class ParsedPage(Envelope):
     last_modified: str | None = None
     #: Passed on from the FetchResult, for the WARC writer (via dedup's archive record).
     exchange: HttpExchange | None = None
+    #: A sitemap (urlset or sitemapindex): out_links are its entries (or child sitemaps), lastmods[i] the
+    #: <lastmod> of out_links[i] (epoch seconds) or None. A large sitemap comes in several messages:
+    #: sitemap_part 0 is the fetch (dedup records and archives it), later parts only carry entries.
+    sitemap: bool = False
+    sitemap_part: int = 0
+    lastmods: list[float | None] = Field(default_factory=list)
     fetch_s: float = 0.0
     truncated: bool = False
 

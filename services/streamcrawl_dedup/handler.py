@@ -70,7 +70,10 @@ _FLUSH_CONCURRENCY = 256  # host_state writes in flight at once during a budget 
 class DedupHandler:
     def __init__(self, state: DedupState, seen: SeenSet, traps: TrapConfig, *, simhash_distance: int = 3,
                  snapshot_interval_s: float = 30.0, partitions: int = HOST_PARTITIONS,
-                 cycle_s: float = 86400.0, budget_flush_s: float = 5.0, warc: bool = True) -> None:
+                 cycle_s: float = 86400.0, budget_flush_s: float = 5.0, warc: bool = True,
+                 sitemaps: bool = True) -> None:
+        # robots.txt Sitemap: lines and /sitemap.xml become URLs (fetched, parsed and followed like pages)
+        self.sitemaps = sitemaps
         self.state = state
         # Fetches with an HTTP exchange go to the WARC writer, which publishes page_fetched (False: publish here).
         self.warc = warc
@@ -190,7 +193,8 @@ class DedupHandler:
         priority = 0 if batch.source_url.startswith("seed:") else min(9, 1 + batch.depth)
         out: list[Output] = []
         admitted: list[tuple[int, str]] = []
-        for url, url_fp in zip(batch.urls, batch.url_fps, strict=True):
+        lastmods = batch.lastmods if len(batch.lastmods) == len(batch.urls) else [None] * len(batch.urls)
+        for url, url_fp, lastmod in zip(batch.urls, batch.url_fps, lastmods, strict=True):
             reason = check_url(url, batch.depth, self.traps) or self.params.observe(host, url)
             if reason is not None:
                 _URL_DECISION(f"trap_{reason}").inc()
@@ -198,6 +202,8 @@ class DedupHandler:
             verdict = await self.seen.check_and_add(record.partition, host, url_fp, batch.event_id)
             if verdict == "seen":
                 _URL_DECISION("seen").inc()
+                if lastmod is not None:  # a sitemap says it changed since our last fetch: refresh it now
+                    out.extend(await self._lastmod_refresh(host, url, url_fp, batch.depth, lastmod))
                 continue
             if verdict == "new":
                 cycle = int(time.time() // self.cycle_s)
@@ -223,6 +229,14 @@ class DedupHandler:
             self.seen.admitted((fp for fp, _ in admitted), batch.event_id)
         return out
 
+    async def _lastmod_refresh(self, host: str, url: str, url_fp: int, depth: int, lastmod: float) -> list[Output]:
+        st = await self.state.url_get(host, url_fp)
+        if st is None or st.fetched_at is None or lastmod <= st.fetched_at or st.status not in ("fetched", "sitemap"):
+            return []
+        _URL_DECISION("sitemap_lastmod_refresh").inc()
+        return [Output(URLS, host, UrlMessage(url=url, host=host, url_fp=url_fp, depth=st.depth, priority=3,
+                                              kind="refresh", via="sitemap-lastmod"))]
+
     async def _load_budget(self, part: int, host: str) -> None:
         """Read the host's persisted count once (per process, and again after its partition comes back).
         Candidates of one host are handled one after another (the loop serializes a key), so no second
@@ -237,23 +251,30 @@ class DedupHandler:
         if part in self._owned:
             self._budget_hosts.setdefault(part, set()).add(host)
 
-    def _links_out(self, urls: list[str], depth: int, source: str) -> list[Output]:
-        """Normalize links and group them by target host: one UrlCandidates message per host."""
-        by_host: dict[str, dict[str, int]] = {}  # host → {url: fingerprint}, in link order
-        for raw in urls:
+    def _links_out(self, urls: list[str], depth: int, source: str,
+                   lastmods: list[float | None] | None = None) -> list[Output]:
+        """Normalize links and group them by target host: one UrlCandidates message per host (with the
+        links' sitemap lastmods when given)."""
+        by_host: dict[str, dict[str, tuple[int, float | None]]] = {}  # host → {url: (fp, lastmod)}, in order
+        dates = lastmods if lastmods is not None and len(lastmods) == len(urls) else [None] * len(urls)
+        for raw, lastmod in zip(urls, dates, strict=True):
             try:
                 url, host, fp = url_identity(raw)
             except UrlError:
                 _URL_DECISION("malformed").inc()
                 continue
-            by_host.setdefault(host, {}).setdefault(url, fp)
-        return [Output(URL_CANDIDATES, host, UrlCandidates(host=host, depth=depth, source_url=source,
-                                                           urls=list(group), url_fps=list(group.values())))
+            by_host.setdefault(host, {}).setdefault(url, (fp, lastmod))
+        return [Output(URL_CANDIDATES, host, UrlCandidates(
+                    host=host, depth=depth, source_url=source, urls=list(group),
+                    url_fps=[fp for fp, _ in group.values()],
+                    lastmods=[lm for _, lm in group.values()] if lastmods is not None else []))
                 for host, group in by_host.items()]
 
     # ------------------------------------------------------------------ pages
 
     async def _parsed(self, page: ParsedPage) -> Sequence[Output]:
+        if page.sitemap:
+            return await self._sitemap(page)
         now = time.time()
         prev = await self.state.url_get(page.host, page.url_fp)
         fetched_at = page.fetched_at.timestamp()
@@ -331,6 +352,21 @@ class DedupHandler:
             return []
         revisit = RevisitOf(url=revisit_url, fetched_at=revisit_date) if revisit_url else None
         return [archive_page(page, page.exchange, revisit_of=revisit)]
+
+    async def _sitemap(self, page: ParsedPage) -> list[Output]:
+        """A sitemap's entries (or child sitemaps) are candidates at the next depth, with their lastmods; the
+        sitemap itself is recorded (part 0) and archived, never published. Replays only repeat idempotent
+        writes and candidates the seen-set already knows."""
+        out = self._links_out(page.out_links, page.depth + 1, page.url, page.lastmods)
+        if page.sitemap_part != 0:
+            return out
+        prev = await self.state.url_get(page.host, page.url_fp)
+        st = UrlState(page.host, page.url_fp, page.url, page.depth, "sitemap", page.http_status, page.content_type,
+                      page.content_hash, None, page.storage_key, page.etag, page.last_modified,
+                      page.fetched_at.timestamp(), (prev.fetch_count if prev else 0) + 1)
+        await self.state.url_put_fetch(st)
+        _PAGE("sitemap").inc()
+        return [*self._archive_only(page, None), *out]
 
     async def _near_duplicate(self, page: ParsedPage) -> str | None:
         """The URL of an indexed page within simhash_distance bits of this one, if any (a read only: the

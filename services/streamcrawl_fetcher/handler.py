@@ -100,6 +100,10 @@ class FetchPolicy:
     lease_guard_s: float = 5.0
 
 
+# Sitemap: lines of one robots.txt passed on (a hostile file may list thousands).
+_MAX_ROBOTS_SITEMAPS = 50
+
+
 class FetcherHandler(StatelessHandler):
     def __init__(self, http: Http, robots: RobotsCache, state: FetcherState, blobs: BlobStore,
                  policy: FetchPolicy | None = None, clock: Callable[[], float] = time.time) -> None:
@@ -233,6 +237,9 @@ class FetcherHandler(StatelessHandler):
         robots_fields: dict[str, Any] = {"crawl_delay_s": delay}
         if fetched_robots:
             robots_fields.update(status=rules.status, fetch_s=self.clock() - robots_started)
+            if rules.kind != "disallow_all":
+                # dedup turns them (and /sitemap.xml) into URLs to fetch like any other
+                robots_fields["sitemaps"] = list(rules.sitemaps)[:_MAX_ROBOTS_SITEMAPS]
         if rules.kind == "disallow_all":
             return result("robots_unavailable", error="robots.txt unavailable: host not crawled for now",
                           **robots_fields)

@@ -77,6 +77,8 @@ class Profile:
     retry_after_s: int = 2
     change_period_s: float = 300.0
     big_body_bytes: int = 12 * 1024 * 1024
+    # Ordinary hosts serve sitemaps (streamcrawl_synthweb.sitemaps) and robots.txt names them.
+    sitemaps: bool = False
 
 
 PROFILES: dict[str, Profile] = {
@@ -114,6 +116,14 @@ PROFILES: dict[str, Profile] = {
         cross_links=(1, 2),
         kind_weights={NORMAL: 0.5, "changing": 0.5},
         change_period_s=3.0,
+    ),
+    # Ordinary hosts with sitemaps (plain, index of a gzip and a plain one, gzip, malformed) that list
+    # pages nothing links to: the sitemap e2e test.
+    "sitemaps": Profile(
+        name="sitemaps",
+        pages_per_host=(2, 4),
+        kind_weights={NORMAL: 1.0},
+        sitemaps=True,
     ),
 }
 

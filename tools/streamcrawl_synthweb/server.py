@@ -23,8 +23,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from aiohttp import web
 
+from streamcrawl_synthweb import sitemaps
 from streamcrawl_synthweb.log import LogEntry, RequestLog
-from streamcrawl_synthweb.model import Host, SynthWeb
+from streamcrawl_synthweb.model import NORMAL, Host, SynthWeb
 from streamcrawl_synthweb.pages import (
     Rendered,
     big_body_chunks,
@@ -197,6 +198,15 @@ class SynthServer:
             lo, hi = prof.slow_delay_s
             frac = zlib.crc32(f"{host.name}{request.raw_path}".encode()) / 0xFFFFFFFF
             await asyncio.sleep(lo + (hi - lo) * frac)
+        if prof.sitemaps and host.kind == NORMAL:
+            if path == "/robots.txt":
+                return Reply(body=sitemaps.robots_txt(self.web, host).encode())
+            served = sitemaps.serve(self.web, host, path)
+            if served is not None:
+                return Reply(body=served[0], content_type=served[1], compressible=served[1] != "application/gzip")
+            orphan = sitemaps.orphan_page(path)
+            if orphan is not None:
+                return Reply(body=orphan, content_type="text/html; charset=utf-8")
         if path == "/robots.txt":
             return await self._robots(host)
         if path == "/robots-real.txt" and host.kind == "robots_redirect":

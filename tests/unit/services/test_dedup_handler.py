@@ -654,3 +654,39 @@ def test_without_the_warc_writer_dedup_publishes_page_fetched_itself() -> None:
     rig.h.warc = False
     outs = rig.run(rig.h.handle(rec("w.test"), _with_exchange(make_page("http://w.test/a", "c" * 64), "q")))
     assert len(published(outs)) == 1 and _archived(outs) == []
+
+
+# ------------------------------------------------------------------ sitemaps
+
+
+def test_robots_fetch_turns_sitemap_lines_and_sitemap_xml_into_candidates() -> None:
+    rig = Rig()
+    res = FetchResult(url="http://s.test/p", host="s.test", url_fp=url_fingerprint("http://s.test/p"), lease_id="l",
+                      outcome="robots_fetched", status=200, started_at=T0,
+                      sitemaps=["http://s.test/maps/a.xml.gz", "http://other.test/s.xml"])
+    outs = rig.run(rig.h.handle(rec("s.test"), res))
+    got = {(key, tuple(c.urls), c.depth) for key, c in candidates(outs)}
+    assert got == {("s.test", ("http://s.test/maps/a.xml.gz", "http://s.test/sitemap.xml"), 0),
+                   ("other.test", ("http://other.test/s.xml",), 0)}
+    rig.h.sitemaps = False
+    assert candidates(rig.run(rig.h.handle(rec("s.test"), res))) == []
+
+
+def test_sitemap_entries_are_candidates_and_a_newer_lastmod_refreshes_a_known_page() -> None:
+    rig = Rig()
+    known = "http://s.test/known"
+    rig.cand(known)
+    rig.page(known, "k" * 64, at=T0)
+    sm = make_page("http://s.test/sitemap.xml", "s" * 64, at=T0 + 5, simhash=None,
+                   links=["http://s.test/new", known])
+    sm = sm.model_copy(update={"sitemap": True, "lastmods": [None, T0 + 100]})
+    outs = rig.run(rig.h.handle(rec("s.test"), sm))
+    assert published(outs) == []  # a sitemap is not a page
+    [(_key, cands)] = candidates(outs)
+    assert cands.urls == ["http://s.test/new", known] and cands.lastmods == [None, T0 + 100] and cands.depth == 2
+    assert rig.url_state("http://s.test/sitemap.xml").status == "sitemap"
+    outs = rig.run(rig.h.handle(rec("s.test"), cands))
+    refresh = [o.value for o in outs if o.topic == URLS and o.value.kind == "refresh"]
+    assert [m.url for m in refresh] == [known]  # the sitemap says it changed after our fetch at T0
+    fresh = [o.value for o in outs if o.topic == URLS and o.value.kind == "discovery"]
+    assert [m.url for m in fresh] == ["http://s.test/new"]

@@ -195,3 +195,27 @@ def test_run_loop_dead_letters_a_corrupt_body_from_either_source(monkeypatch: py
     assert "handler failed 3x" in dead.reason
     [(topic, value)] = run(_result(MemoryBlobStore(), BODY, body_gz=encode_page(BODY)), NoReads())
     assert topic == PARSED.name and ParsedPage.model_validate_json(value).title == "T"
+
+
+def test_a_sitemap_becomes_parts_of_entries_with_lastmods() -> None:
+    import gzip
+
+    from streamcrawl_parser import sitemap_pages
+
+    ns = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+    items = "".join(f"<url><loc>http://a.test/{i}</loc><lastmod>2024-05-01</lastmod></url>" for i in range(7))
+    body = gzip.compress(f"<urlset {ns}>{items}</urlset>".encode())
+    blobs = MemoryBlobStore()
+    msg = _result(blobs, body, "application/gzip").model_copy(update={"url": "http://a.test/sitemap.xml.gz"})
+    old, sitemap_pages.PART_URLS = sitemap_pages.PART_URLS, 3
+    try:
+        handler = ParserHandler(blobs)
+        parts = _handle(handler, msg)
+    finally:
+        sitemap_pages.PART_URLS = old
+    assert [p.sitemap_part for p in parts] == [0, 1, 2] and all(p.sitemap for p in parts)
+    assert [u for p in parts for u in p.out_links] == [f"http://a.test/{i}" for i in range(7)]
+    assert all(len(p.lastmods) == len(p.out_links) and p.lastmods[0] is not None for p in parts)
+    # an XML document that is no sitemap is parsed like any non-HTML body
+    plain = _handle(ParserHandler(blobs), _result(blobs, b"<rss><channel/></rss>", "application/xml"))
+    assert len(plain) == 1 and not plain[0].sitemap

@@ -1,6 +1,6 @@
 """Recrawl end to end, with the intervals scaled down to seconds: every service as its own process on the
 real engines, crawling a synthetic web of unchanging hosts (a conditional GET gets a 304) and changing hosts
-(every page has a new version every 3 s) for several recrawl cycles. What was requested and answered is
+(every page has a new version every second) for several recrawl cycles. What was requested and answered is
 judged from the web server's own log; the intervals from the scheduler's rows in Cassandra."""
 
 from __future__ import annotations

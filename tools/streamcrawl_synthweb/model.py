@@ -108,14 +108,15 @@ PROFILES: dict[str, Profile] = {
         kind_weights={NORMAL: 1.0},
     ),
     # Ordinary hosts (pages that never change: a conditional GET gets a 304) and changing hosts (every
-    # page has a new version every change period): the recrawl e2e test, with intervals in seconds.
+    # page has a new version every second, more often than the recrawl e2e test's shortest interval, so
+    # every visit sees a change): the recrawl e2e test, with intervals in seconds.
     "recrawl": Profile(
         name="recrawl",
         pages_per_host=(2, 3),
         intra_links=(1, 2),
         cross_links=(1, 2),
         kind_weights={NORMAL: 0.5, "changing": 0.5},
-        change_period_s=3.0,
+        change_period_s=1.0,
     ),
     # Ordinary hosts with sitemaps (plain, index of a gzip and a plain one, gzip, malformed) that list
     # pages nothing links to: the sitemap e2e test.

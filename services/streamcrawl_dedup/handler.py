@@ -53,7 +53,7 @@ from streamcrawl_runtime.ports.errors import PoisonMessage
 from streamcrawl_runtime.ports.loop import Output, Record
 from streamcrawl_runtime.ports.state import DedupState, UrlState
 
-from streamcrawl_dedup.archive import archive_page, archive_result
+from streamcrawl_dedup.archive import archive_page
 from streamcrawl_dedup.seen import SeenSet
 
 log = logging.getLogger("streamcrawl.dedup")
@@ -70,10 +70,7 @@ _FLUSH_CONCURRENCY = 256  # host_state writes in flight at once during a budget 
 class DedupHandler:
     def __init__(self, state: DedupState, seen: SeenSet, traps: TrapConfig, *, simhash_distance: int = 3,
                  snapshot_interval_s: float = 30.0, partitions: int = HOST_PARTITIONS,
-                 cycle_s: float = 86400.0, budget_flush_s: float = 5.0, warc: bool = True,
-                 sitemaps: bool = True) -> None:
-        # robots.txt Sitemap: lines and /sitemap.xml become URLs (fetched, parsed and followed like pages)
-        self.sitemaps = sitemaps
+                 cycle_s: float = 86400.0, budget_flush_s: float = 5.0, warc: bool = True) -> None:
         self.state = state
         # Fetches with an HTTP exchange go to the WARC writer, which publishes page_fetched (False: publish here).
         self.warc = warc

@@ -34,8 +34,7 @@ def build(settings: DedupSettings) -> Wiring:
     seen = SeenSet(state, blobs, settings.bloom_capacity, settings.bloom_fp_rate, replay)
     traps = TrapConfig(max_depth=settings.max_depth, host_page_budget=settings.host_page_budget)
     handler = DedupHandler(state, seen, traps, simhash_distance=settings.simhash_distance,
-                           snapshot_interval_s=settings.snapshot_interval_s, warc=settings.warc,
-                           sitemaps=settings.sitemaps)
+                           snapshot_interval_s=settings.snapshot_interval_s, warc=settings.warc)
 
     def on_loop(loop: RunLoop) -> None:
         seen.progress = lambda part: loop.processed_upto(URL_CANDIDATES.name, part)

@@ -21,6 +21,3 @@ class DedupSettings(ServiceSettings):
     #: Hand every fetch with an HTTP exchange to the WARC writer (streamcrawl-warc), which publishes
     #: page_fetched once the page's records are in S3. False: no WARC files; page_fetched is published here.
     warc: bool = True
-    #: Fetch the sitemaps robots.txt names and /sitemap.xml of every host; their entries become URLs (their
-    #: <lastmod> brings a known page's refresh forward).
-    sitemaps: bool = True

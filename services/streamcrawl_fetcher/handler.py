@@ -59,6 +59,7 @@ from streamcrawl_runtime.ports.blobs import BlobStore
 from streamcrawl_runtime.ports.loop import Output, Record, StatelessHandler
 from streamcrawl_runtime.ports.state import FetcherState, FetchOutcome, LeaseMarks
 
+from streamcrawl_fetcher.archive import archive_result, sitemap_candidates
 from streamcrawl_fetcher.outcomes import redirect_candidate, url_status
 from streamcrawl_fetcher.ports import AddressNotAllowed, DnsError, Http, HttpResponse, NetworkError
 from streamcrawl_fetcher.robots_cache import NO_SOFT404, RobotsCache
@@ -98,6 +99,8 @@ class FetchPolicy:
     # No request starts later than this before its lease expires: the frontier, at the expiry, must find the
     # started mark of any request that went out (then it keeps the host leased while the request may run).
     lease_guard_s: float = 5.0
+    warc: bool = True  # archive records of fetches that leave nothing to parse (see archive.py)
+    sitemaps: bool = True  # robots.txt's Sitemap: URLs and /sitemap.xml become candidate URLs
 
 
 # Sitemap: lines of one robots.txt passed on (a hostile file may list thousands).
@@ -131,6 +134,11 @@ class FetcherHandler(StatelessHandler):
                 return ()
         result = await self.fetch(message, maybe_replay=not record.fresh, lease=lease)
         status = url_status(result.outcome)
+        archived = None
+        if self.policy.warc and status is not None and result.exchange is not None:
+            # A 304's revisit names the last capture's payload: read before the status write below moves it.
+            prev = await self.state.url_get(message.host, message.url_fp) if result.outcome == "not_modified" else None
+            archived = archive_result(result, prev.content_hash if prev else None, prev.fetched_at if prev else None)
         if result.outcome != "lease_expired":
             # Durable before the result is produced (the offset is committed only after that); the outcome
             # row (the host view's last outcomes) goes in the same request, and so does the URL's status for
@@ -149,6 +157,10 @@ class FetcherHandler(StatelessHandler):
         out = [Output(FETCH_RESULTS, message.host, result)]
         if result.outcome == "redirect" and result.redirect_to:
             out.extend(redirect_candidate(result))
+        if archived is not None:
+            out.append(archived)
+        if self.policy.sitemaps and result.outcome in ("robots_fetched", "robots_disallowed") and result.status:
+            out.extend(sitemap_candidates(result))
         return out
 
     # ------------------------------------------------------------------ the fetch

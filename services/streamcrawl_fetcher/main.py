@@ -37,7 +37,8 @@ def build_handler(settings: FetcherSettings, state: FetcherState, blobs: BlobSto
                               unreachable_retry_s=settings.robots_unreachable_retry_s)
     policy = FetchPolicy(max_body_bytes=settings.max_body_bytes, robots_max_bytes=robots_cfg.max_bytes,
                          robots_max_redirects=robots_cfg.max_redirects,
-                         inline_body_max_bytes=settings.inline_body_max_bytes)
+                         inline_body_max_bytes=settings.inline_body_max_bytes, warc=settings.warc,
+                         sitemaps=settings.sitemaps)
 
     async def fetch_robots(url: str) -> tuple[int | None, bytes | None]:
         # Redirect hops of robots.txt are spaced by the same politeness rule as any two requests.

@@ -54,6 +54,12 @@ class FetcherSettings(ServiceSettings):
         parse_networks(value)  # a typo fails at start-up, not silently
         return value
 
+    #: Send the WARC writer (streamcrawl-warc) an archive record of every fetch with a response that leaves
+    #: nothing to parse (304s, redirects, errors, soft 404s); dedup sends those of parsed pages.
+    warc: bool = True
+    #: robots.txt's Sitemap: lines and each host's /sitemap.xml become URLs (fetched, parsed, followed).
+    sitemaps: bool = True
+
     robots_max_age_s: float = 86400.0
     robots_unreachable_retry_s: float = 3600.0
     robots_cache_entries: int = 100_000

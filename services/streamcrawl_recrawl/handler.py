@@ -32,8 +32,8 @@ from collections.abc import Callable, Sequence
 from prometheus_client import Counter, Gauge
 from streamcrawl_contracts.messages import Envelope, FetchResult, UrlMessage
 from streamcrawl_contracts.topics import HOST_PARTITIONS, URLS
-from streamcrawl_core.partition import partition_for
 from streamcrawl_core.blocklist import Blocklist
+from streamcrawl_core.partition import partition_for
 from streamcrawl_core.recrawl import ChangeHistory, RecrawlConfig, importance_from_depth, plan_visit
 from streamcrawl_runtime.metrics import Children
 from streamcrawl_runtime.ports.errors import PoisonMessage

@@ -38,7 +38,7 @@ ENV = {
     "STREAMCRAWL_FETCHER_READ_TIMEOUT_S": "5",
     # The ground truth of this web knows no /sitemap.xml requests (they would also take a URL of each trap
     # host's budget); sitemaps have their own e2e test (test_sitemaps_e2e.py).
-    "STREAMCRAWL_DEDUP_SITEMAPS": "false",
+    "STREAMCRAWL_FETCHER_SITEMAPS": "false",
 }
 
 

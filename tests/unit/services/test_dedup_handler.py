@@ -637,18 +637,6 @@ def test_pages_with_an_exchange_go_to_the_warc_writer_which_publishes_them() -> 
     assert dup.page is None and dup.revisit_of is not None and dup.revisit_of.url == url
 
 
-def test_a_304_is_archived_as_a_revisit_with_the_last_payload_digest() -> None:
-    rig = Rig()
-    url = "http://w.test/a"
-    rig.run(rig.h.handle(rec("w.test"), _with_exchange(make_page(url, "b" * 64), "p1")))
-    ex = HttpExchange(id="n1", ip="127.0.0.2", request_head="GET /a HTTP/1.1\r\n\r\n",
-                      response_head="HTTP/1.1 304 Not Modified\r\n\r\n")
-    res = FetchResult(url=url, host="w.test", url_fp=url_fingerprint(url), lease_id="l", outcome="not_modified",
-                      status=304, started_at=T0 + 100, exchange=ex)
-    (out,) = _archived(rig.run(rig.h.handle(rec("w.test"), res)))
-    assert out.content_hash == "b" * 64 and out.revisit_of is not None and out.revisit_of.fetched_at == T0
-
-
 def test_without_the_warc_writer_dedup_publishes_page_fetched_itself() -> None:
     rig = Rig()
     rig.h.warc = False
@@ -657,19 +645,6 @@ def test_without_the_warc_writer_dedup_publishes_page_fetched_itself() -> None:
 
 
 # ------------------------------------------------------------------ sitemaps
-
-
-def test_robots_fetch_turns_sitemap_lines_and_sitemap_xml_into_candidates() -> None:
-    rig = Rig()
-    res = FetchResult(url="http://s.test/p", host="s.test", url_fp=url_fingerprint("http://s.test/p"), lease_id="l",
-                      outcome="robots_fetched", status=200, started_at=T0,
-                      sitemaps=["http://s.test/maps/a.xml.gz", "http://other.test/s.xml"])
-    outs = rig.run(rig.h.handle(rec("s.test"), res))
-    got = {(key, tuple(c.urls), c.depth) for key, c in candidates(outs)}
-    assert got == {("s.test", ("http://s.test/maps/a.xml.gz", "http://s.test/sitemap.xml"), 0),
-                   ("other.test", ("http://other.test/s.xml",), 0)}
-    rig.h.sitemaps = False
-    assert candidates(rig.run(rig.h.handle(rec("s.test"), res))) == []
 
 
 def test_sitemap_entries_are_candidates_and_a_newer_lastmod_refreshes_a_known_page() -> None:

@@ -17,7 +17,7 @@ from aiohttp import web as aioweb
 from prometheus_client import REGISTRY
 from pydantic import ValidationError
 from streamcrawl_contracts.messages import FetchRequest, FetchResult, ParsedPage, UrlCandidates
-from streamcrawl_contracts.topics import FETCH_RESULTS, URL_CANDIDATES
+from streamcrawl_contracts.topics import ARCHIVE, FETCH_RESULTS, URL_CANDIDATES
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.robots import RobotsConfig
 from streamcrawl_fetcher.dns import AddressNotAllowed, DnsError, Resolver, parse_networks
@@ -97,8 +97,11 @@ class Rig:
             outs = await self.handler.handle(rec, req)
             await self.client.aclose()
             assert outs[0].topic == FETCH_RESULTS and outs[0].key == req.host
-            self.extra = list(outs[1:])  # a redirect's target, as a candidate of its host
-            assert all(o.topic == URL_CANDIDATES for o in self.extra)
+            # a redirect's target (and, on a robots.txt fetch, the sitemaps) as candidates of their hosts; the
+            # WARC writer's record of a fetch that leaves nothing to parse
+            self.extra = [o for o in outs[1:] if o.topic == URL_CANDIDATES]
+            self.archived = [o for o in outs[1:] if o.topic == ARCHIVE]
+            assert len(self.extra) + len(self.archived) == len(outs) - 1
             res = outs[0].value
             assert isinstance(res, FetchResult)
             return res
@@ -934,3 +937,44 @@ def test_robots_disallowed_is_recorded_and_fetched_pages_are_left_to_dedup(rig: 
     ok = rig.request("/ok")
     assert rig.run(ok).outcome == "fetched"
     assert (HOST, ok.url_fp) not in rig.state.urls  # dedup writes a fetched page's row, from the parsed page
+
+
+# ------------------------------------------------------------------ WARC records and sitemaps
+
+
+def test_a_304_sends_a_revisit_of_the_last_capture_to_the_warc_writer(rig: Rig) -> None:
+    rig.allow_all()
+    req = rig.request("/cond", kind="refresh", etag='"abc"')
+    rig.state.urls[(HOST, req.url_fp)] = UrlState(HOST, req.url_fp, req.url, content_hash="c" * 64,
+                                                  fetched_at=1_700_000_000.0)
+    rig.web.routes["/cond"] = lambda h: Reply(304) if h.get("if-none-match") == '"abc"' else Reply(200, b"new")
+    res = rig.run(req)
+    assert res.outcome == "not_modified" and res.exchange is not None
+    [archived] = rig.archived
+    rec = archived.value
+    assert archived.key == res.exchange.id and rec.content_hash == "c" * 64
+    assert rec.revisit_of is not None and rec.revisit_of.fetched_at == 1_700_000_000.0
+    # the exchange is the one on the wire: the validator we sent, the status the server gave
+    assert 'If-None-Match: "abc"' in rec.exchange.request_head and rec.exchange.response_head.startswith("HTTP/1.1 304")
+    assert rec.exchange.ip.startswith("127.")
+
+
+def test_errors_and_redirects_are_archived_as_responses(rig: Rig) -> None:
+    rig.allow_all()
+    rig.web.routes["/old"] = Reply(301, b"", {"Location": "/new"})
+    rig.run(rig.request("/old"))
+    [archived] = rig.archived
+    assert archived.value.revisit_of is None and archived.value.out_links == [f"http://{HOST}:{rig.web.port}/new"]
+    rig.run(rig.request("/missing"))
+    assert [a.value.status for a in rig.archived] == [404]
+
+
+def test_robots_fetch_sends_its_sitemaps_and_sitemap_xml_as_candidates(rig: Rig) -> None:
+    rig.web.routes["/robots.txt"] = Reply(200, b"User-agent: *\nDisallow:\nSitemap: /maps/a.xml.gz\n"
+                                               b"Sitemap: http://other.test/s.xml\n")
+    res = rig.run(rig.request("/page"))
+    assert res.outcome == "robots_fetched" and rig.archived == []
+    got = {(o.key, tuple(o.value.urls), o.value.depth) for o in rig.extra}
+    base = f"http://{HOST}:{rig.web.port}"
+    assert ("other.test", ("http://other.test/s.xml",), 0) in got
+    assert (HOST, (f"{base}/maps/a.xml.gz", f"{base}/sitemap.xml"), 0) in got and len(got) == 2

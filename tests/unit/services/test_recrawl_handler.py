@@ -230,10 +230,10 @@ def test_scans_read_nothing_until_a_filed_visit_is_due() -> None:
     class Counting(MemoryCrawlState):
         reads = 0
 
-        async def due_range(self, start: float, end: float, limit: int) -> Any:
+        async def due_range(self, start: float, end: float, limit: int, parts: Any = None) -> Any:
             self.reads += 1
             self.last = (start, end)
-            return await super().due_range(start, end, limit)
+            return await super().due_range(start, end, limit, parts)
 
     rig = Rig()
     rig.state = rig.h.state = Counting()  # type: ignore[assignment]

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from streamcrawl_contracts.messages import Envelope, FetchRequest, FetchResult, ParsedPage
-from streamcrawl_contracts.topics import Key, TopicSpec
+from streamcrawl_contracts.messages import Envelope, FetchRequest, FetchResult, ParsedPage, UrlCandidates
+from streamcrawl_contracts.topics import FETCH_RESULTS, PARSED, Key, TopicSpec
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_fetcher.main import build_handler as build_fetcher
 from streamcrawl_fetcher.settings import FetcherSettings
@@ -32,13 +32,20 @@ pytestmark = pytest.mark.integration
 
 
 class Redirect:
-    """Wraps a handler and sends every output to one test topic instead of the shared one."""
+    """Wraps a handler and sends its outputs on the topic under test (`only`) to one test topic instead of
+    the shared one. Outputs on other topics (a robots.txt fetch's sitemap candidates, archive records) are
+    kept in `side` and never produced, so they cannot pollute the shared topics or the topic under test."""
 
-    def __init__(self, inner: Handler, to: TopicSpec) -> None:
-        self.inner, self.to = inner, to
+    def __init__(self, inner: Handler, to: TopicSpec, only: TopicSpec) -> None:
+        self.inner, self.to, self.only = inner, to, only
+        self.side: list[Output] = []
+
+    def _route(self, outputs: Sequence[Output]) -> list[Output]:
+        self.side.extend(o for o in outputs if o.topic.name != self.only.name)
+        return [Output(self.to, o.key, o.value) for o in outputs if o.topic.name == self.only.name]
 
     async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
-        return [Output(self.to, o.key, o.value) for o in await self.inner.handle(record, message)]
+        return self._route(await self.inner.handle(record, message))
 
     async def on_assign(self, partitions: list[int]) -> None:
         await self.inner.on_assign(partitions)
@@ -47,7 +54,7 @@ class Redirect:
         await self.inner.on_revoke(partitions)
 
     async def tick(self, now: float) -> Sequence[Output]:
-        return [Output(self.to, o.key, o.value) for o in await self.inner.tick(now)]
+        return self._route(await self.inner.tick(now))
 
 
 def _read(bootstrap: str, topic: str, want: int, timeout: float = 60.0) -> list[bytes]:
@@ -84,9 +91,10 @@ def test_fetch_request_to_parsed_page(stack, crawl_cql, s3, unique):
     blobs = S3BlobStore(s3, stack.s3_bucket)
     state = CassandraCrawlState(crawl_cql)
     fetcher = build_fetcher(settings, state=state, blobs=blobs)
+    fetch_redirect = Redirect(fetcher, res_spec, FETCH_RESULTS)
     fetch_loop = RunLoop(LoopConfig("fetcher-it", f"fetcher-{unique}", {req_t: FetchRequest},
                                     stack.kafka_bootstrap, max_in_flight=16, resume_below=8),
-                         Redirect(fetcher, res_spec))
+                         fetch_redirect)
     # The parser's own store, counting body reads: a small page travels inside its FetchResult (body_gz).
     parser_blobs = S3BlobStore(s3, stack.s3_bucket)
     parser_reads: list[str] = []
@@ -99,7 +107,7 @@ def test_fetch_request_to_parsed_page(stack, crawl_cql, s3, unique):
     parser_blobs.get_page = counted_get_page  # type: ignore[method-assign]
     parse_loop = RunLoop(LoopConfig("parser-it", f"parser-{unique}", {res_t: FetchResult}, stack.kafka_bootstrap,
                                     max_in_flight=8, resume_below=4),
-                         Redirect(ParserHandler(parser_blobs), parsed_spec))
+                         Redirect(ParserHandler(parser_blobs), parsed_spec, PARSED))
 
     prod = Producer({"bootstrap.servers": stack.kafka_bootstrap, "partitioner": "murmur2_random"})
 
@@ -138,6 +146,9 @@ def test_fetch_request_to_parsed_page(stack, crawl_cql, s3, unique):
     results = sorted((FetchResult.model_validate_json(v) for v in results_raw), key=lambda r: r.lease_id)
     assert [r.outcome for r in results] == ["robots_fetched", "probe_fetched", "fetched"]
     assert all(r.crawl_delay_s == 1.0 for r in results)
+    # The robots.txt fetch also offered the host's /sitemap.xml as a candidate (on url_candidates, kept aside).
+    side = [o.value for o in fetch_redirect.side if isinstance(o.value, UrlCandidates)]
+    assert [c.urls for c in side] == [[f"http://{host}:{web.port}/sitemap.xml"]]
     fetched = results[2]
     assert fetched.status == 200 and fetched.etag == '"p1"' and fetched.storage_key
     assert blobs.get_page(fetched.storage_key) == page  # the body, read back from S3

@@ -37,6 +37,8 @@ class ControlSettings(ServiceSettings):
     #: GET endpoints (stats, host view, blocklist, pauses) need no token.
     open_reads: bool = False
     #: The services' /metrics URLs, comma-separated (GET /v1/stats sums them). Default: the local ports.
+    #: A `dns+http://NAME:PORT/metrics` target scrapes every address NAME resolves to, at each sample
+    #: (on Kubernetes: a headless Service, i.e. every ready replica; the chart sets these).
     metrics_targets: str = ",".join(f"http://127.0.0.1:{p}/metrics" for p in range(9101, 9106))
     #: How often the metrics are sampled for the 1- and 5-minute rates.
     sample_every_s: float = Field(default=5.0, gt=0)

@@ -124,6 +124,24 @@ def test_control_plane_listens_on_its_port_with_the_api_token(rendered) -> None:
     assert env["STREAMCRAWL_CONTROL_API_TOKEN"]["secretKeyRef"]["key"] == "apiToken"
 
 
+def test_control_plane_scrapes_every_replica_of_every_worker(rendered) -> None:
+    """Stats sum all replicas: each enabled worker's metrics Service is headless (its name resolves to every
+    ready pod) and the control plane's targets name each of them as dns+http on its metrics port."""
+    _, docs = rendered
+    env = env_of(one(docs, "Deployment", full("control")))
+    targets = env["STREAMCRAWL_CONTROL_METRICS_TARGETS"].split(",")
+    services = {s["metadata"]["name"]: s for s in find(docs, "Service")}
+    named = set()
+    for t in targets:
+        m = re.fullmatch(r"dns\+http://([a-z0-9-]+)\.([a-z0-9-]+)\.svc:(\d+)/metrics", t)
+        assert m, t
+        svc = services[m.group(1)]
+        assert svc["spec"]["clusterIP"] == "None", f"{m.group(1)} must be headless"
+        assert int(m.group(3)) in {p["port"] for p in svc["spec"]["ports"]}
+        named.add(m.group(1))
+    assert named == {full(w) for w in WORKERS}
+
+
 def test_shared_settings_configmap_and_partitions(rendered) -> None:
     _, docs = rendered
     data = one(docs, "ConfigMap", full("shared"))["data"]

@@ -18,7 +18,7 @@ export STREAMCRAWL_HELM := $(HELM)
 IMAGE        ?= streamcrawl:0.1.0
 
 .PHONY: audit help venv stack-up stack-down stack-status stack-reset test test-unit test-integration test-e2e \
-        lint schemas schemas-check run bench-core bench-crawl bench-idle clean helm helm-check image browser
+        lint schemas schemas-check run bench-core bench-crawl bench-idle clean helm helm-check image browser screenshot
 
 help:
 	@echo "make run            start the stack and every service, crawl the bundled synthetic web (Ctrl-C stops)"
@@ -31,6 +31,7 @@ help:
 	@echo "make bench-core     core library benchmarks (docs/benchmarks.md)"
 	@echo "make bench-crawl    whole crawl vs Scrapy: 2,000 hosts (CPU-bound), 10 deep and 100 small hosts (politeness-bound)"
 	@echo "make bench-idle     what the five services cost with nothing to fetch"
+	@echo "make screenshot     retake docs/dashboard.png from the dashboard test's live crawl"
 
 # The venv's own installers, pinned: `python -m venv` seeds whatever pip and setuptools the interpreter
 # bundles (3.11's carry known vulnerabilities, docs/supply-chain.md).
@@ -82,6 +83,10 @@ test-integration: stack-up
 
 test-e2e: browser stack-up
 	$(VPY) -m pytest tests/e2e -q
+
+# docs/dashboard.png, taken by the browser test while its crawl runs (after resume, once pages flow again).
+screenshot: browser stack-up
+	STREAMCRAWL_SCREENSHOT=1 $(VPY) -m pytest tests/e2e/test_operate.py -q -k dashboard
 
 # The README's test command: deps, lint, helm, the real stack, then every test (unit with the chart checks,
 # packaging, integration, e2e).

@@ -198,6 +198,8 @@ def test_dashboard_in_a_real_browser(crawl: Crawl, tmp_path: Path) -> None:
         assert _get(crawl, "/v1/pauses").json()["all"] is False
         shot = ROOT / "docs" / "dashboard.png"
         if os.environ.get("STREAMCRAWL_SCREENSHOT"):  # `make screenshot` refreshes the docs' picture
+            # Taken while the crawl runs: once the current rate is above zero again after the resume.
+            wait_for("pages flowing", lambda: not find(By.ID, "rate-now").text.startswith("0 "), 60)
             driver.save_screenshot(str(shot))
         # The host view, through the link (the table is redrawn every 2 s: read the link, then follow it).
         def href() -> str | None:

@@ -58,6 +58,10 @@ class UrlMessage(Envelope):
     #: dedup re-sent this discovery because its candidate event was delivered again (after a crash); the
     #: frontier drops it if it already finished the URL.
     replayed: bool = False
+    #: Fingerprints of the URLs that redirected to this one, first to last (its length is the hop count;
+    #: streamcrawl_core.redirects): carried through dedup, the frontier and the fetcher so that a redirect
+    #: chain is followed for at most 5 hops across the pipeline. Empty for a URL found as a link or seed.
+    redirect_chain: list[int] = Field(default_factory=list, max_length=16)
 
 
 class UrlCandidates(Envelope):
@@ -73,6 +77,9 @@ class UrlCandidates(Envelope):
     url_fps: list[int] = Field(min_length=1)
     #: From a sitemap: each URL's <lastmod> (epoch seconds) or None; empty otherwise.
     lastmods: list[float | None] = Field(default_factory=list)
+    #: A redirect target's chain: fingerprints of the URLs that redirected to it, first to last (its length
+    #: is the hop count; streamcrawl_core.redirects), handed on to UrlMessage. Empty for links and seeds.
+    redirect_chain: list[int] = Field(default_factory=list, max_length=16)
 
     @model_validator(mode="after")
     def _same_length(self) -> UrlCandidates:
@@ -96,6 +103,10 @@ class FetchRequest(Envelope):
     not_before: float = 0.0
     etag: str | None = None
     last_modified: str | None = None
+    #: Fingerprints of the URLs that redirected to this one, first to last (its length is the hop count;
+    #: streamcrawl_core.redirects): carried through dedup, the frontier and the fetcher so that a redirect
+    #: chain is followed for at most 5 hops across the pipeline. Empty for a URL found as a link or seed.
+    redirect_chain: list[int] = Field(default_factory=list, max_length=16)
 
 
 class HttpExchange(BaseModel):
@@ -122,6 +133,11 @@ class FetchResult(Envelope):
     outcome is `probe_fetched` (`status` = the probe's status). `soft_404`: a 200 page whose body matches
     the host's nonsense-path answer (a "not found" page served with 200); its body is not stored.
 
+    Redirects (3xx with a Location; streamcrawl_core.redirects): `redirect` — `redirect_to` is queued as
+    a URL of its own with this URL appended to its `redirect_chain`; `redirect_loop` — the target is this
+    URL or one of its chain; `redirect_limit` — this URL was reached by 5 hops already, the target is not
+    followed; `redirect_refused` — the Location is not an absolute http(s) URL (`error` says why).
+
     `blocked_address`: the host's name resolved to an address the SSRF guard refuses (private, loopback,
     link-local, cloud metadata...; see streamcrawl_core.addresses): no connection was opened, the URL is
     recorded (url_state status `blocked`) and not retried.
@@ -146,7 +162,8 @@ class FetchResult(Envelope):
     lease_id: str
     outcome: Literal["fetched", "not_modified", "http_error", "network_error", "robots_disallowed",
                      "robots_unavailable", "robots_fetched", "probe_fetched", "soft_404", "redirect",
-                     "dns_error", "blocked_address", "lease_expired", "interrupted"]
+                     "redirect_loop", "redirect_limit", "redirect_refused", "dns_error", "blocked_address",
+                     "lease_expired", "interrupted"]
     status: int | None = None
     error: str | None = None
     started_at: float
@@ -172,6 +189,8 @@ class FetchResult(Envelope):
     #: The raw heads and the peer address of the page request (outcomes with an HTTP response to the page
     #: URL: fetched, not_modified, redirect, http_error, soft_404), for the WARC writer.
     exchange: HttpExchange | None = None
+    #: The request's redirect chain, echoed (dedup appends this URL to it for a redirect's target).
+    redirect_chain: list[int] = Field(default_factory=list, max_length=16)
 
 
 class ParsedPage(Envelope):

@@ -52,10 +52,10 @@ class CassandraCrawlState:
         self._w = WriteCoalescer(session)
         p = str  # a statement is its CQL text: the session prepares each text once, on first use
         self._q_put = p("INSERT INTO frontier_queue (part, host, url_fp, url, priority, kind, not_before, depth,"
-                        " enqueued_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+                        " enqueued_at, redirect_chain) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
         self._q_del = p("DELETE FROM frontier_queue WHERE part = ? AND host = ? AND url_fp = ?")
         self._u_done = p("UPDATE url_state SET frontier_done_at = ? WHERE host = ? AND url_fp = ?")
-        self._q_load = p("SELECT host, url_fp, url, priority, kind, not_before, depth, enqueued_at"
+        self._q_load = p("SELECT host, url_fp, url, priority, kind, not_before, depth, enqueued_at, redirect_chain"
                          " FROM frontier_queue WHERE part = ?")
         self._h_get = p("SELECT * FROM host_state WHERE host = ?")
         self._h_lease_get = p("SELECT lease_id, fetched_lease, started_lease, started_at FROM host_state"
@@ -117,7 +117,8 @@ class CassandraCrawlState:
     # ---------------------------------------------------------------- frontier_queue
     async def queue_put(self, item: QueuedUrl) -> None:
         await self._w.write([(self._q_put, (item.part, item.host, item.url_fp, item.url, item.priority, item.kind,
-                                            ts(item.not_before), item.depth, ts(item.enqueued_at)))])
+                                            ts(item.not_before), item.depth, ts(item.enqueued_at),
+                                            list(item.redirect_chain) or None))])
 
     async def queue_delete(self, part: int, host: str, url_fp: int) -> None:
         await self._w.write([(self._q_del, (part, host, url_fp))])
@@ -133,7 +134,8 @@ class CassandraCrawlState:
     async def queue_load(self, part: int) -> list[QueuedUrl]:
         rows = await self._exec(self._q_load, (part,), page_size=5000)
         return [QueuedUrl(part, r.host, r.url_fp, r.url, 5 if r.priority is None else r.priority, r.kind or "discovery",
-                          epoch(r.not_before) or 0.0, r.depth or 0, epoch(r.enqueued_at) or 0.0) for r in rows]
+                          epoch(r.not_before) or 0.0, r.depth or 0, epoch(r.enqueued_at) or 0.0,
+                          tuple(r.redirect_chain or ())) for r in rows]
 
     # ---------------------------------------------------------------- host_state
     async def host_get(self, host: str) -> HostState | None:

@@ -217,7 +217,8 @@ class DedupHandler:
             _URL_DECISION(verdict).inc()
             out.append(Output(URLS, host, UrlMessage(url=url, host=host, url_fp=url_fp, depth=batch.depth,
                                                      priority=priority, kind="discovery",
-                                                     via=batch.source_url, replayed=verdict == "replay")))
+                                                     via=batch.source_url, replayed=verdict == "replay",
+                                                     redirect_chain=batch.redirect_chain)))
         if admitted:
             # One single-partition batch (url_state is keyed by host, and a message has one target host).
             # If it fails the loop retries the message: the URLs are in the Bloom filter but not yet in

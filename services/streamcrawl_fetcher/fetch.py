@@ -222,10 +222,12 @@ class HttpFetcher:
     async def fetch_robots(self, url: str, max_bytes: int, max_redirects: int,
                            hop_delay: Callable[[float], float] = lambda _s: 0.0) -> tuple[int | None, bytes | None]:
         """Final (status, body) of a robots.txt fetch, following up to `max_redirects` redirects;
-        (None, None) when the host is unreachable. A 3xx left after the last hop is returned as is.
+        (None, None) when the host is unreachable. A 3xx left after the last hop, or one that loops back to
+        a URL of the chain, is returned as is (no body).
         Each hop is a request to the host like any other: `hop_delay(previous hop seconds)` is waited
         before the next one (the politeness delay), so a redirect chain is not a burst."""
         current = url
+        visited = {url}
         previous_s: float | None = None
         for _hop in range(max_redirects + 1):
             if previous_s is not None:
@@ -242,6 +244,9 @@ class HttpFetcher:
                     current = normalize(location, base=current)
                 except UrlError:
                     return resp.status, None
+                if current in visited:  # a loop: no request repeats, the 3xx is the answer
+                    return resp.status, None
+                visited.add(current)
                 continue
             return resp.status, resp.body
         return resp.status, None

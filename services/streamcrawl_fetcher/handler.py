@@ -53,6 +53,7 @@ from streamcrawl_contracts.messages import Envelope, FetchRequest, FetchResult, 
 from streamcrawl_contracts.topics import FETCH_RESULTS
 from streamcrawl_core.lease import Replay, interrupted_fetch_s, may_send, replay_check
 from streamcrawl_core.politeness import parse_retry_after
+from streamcrawl_core.redirects import MAX_REDIRECT_HOPS, redirect_verdict
 from streamcrawl_core.traps import is_soft404, soft404_echoes, soft404_probe_path, soft404_signature
 from streamcrawl_core.urls import UrlError, host_of, normalize, origin_of
 from streamcrawl_runtime.ports.blobs import BlobStore
@@ -83,6 +84,8 @@ STORED_BYTES = Counter("streamcrawl_fetcher_stored_bytes", "Body bytes newly wri
 INLINE_BODIES = Counter("streamcrawl_fetcher_inline_bodies",
                         "Fetched bodies carried in the FetchResult (inline) or left to S3 only (over the cap)",
                         ["where"])
+REDIRECTS = Counter("streamcrawl_fetcher_redirects", "Redirect answers by verdict (followed, loop, limit, refused)",
+                    ["verdict"])
 SOFT404 = Counter("streamcrawl_fetcher_soft404", "Pages classified as soft 404s (not stored, not parsed)")
 SOFT404_PROBES = Counter("streamcrawl_fetcher_soft404_probes",
                          "Soft-404 probe answers: signature, none (no soft 404s) or disallowed (not probed)",
@@ -96,6 +99,7 @@ class FetchPolicy:
     robots_max_bytes: int = 500 * 1024
     robots_max_redirects: int = 5
     max_early_s: float = 5.0  # the longest wait for a request's not_before (the frontier uses ~0.3 s)
+    max_redirect_hops: int = MAX_REDIRECT_HOPS  # a page's redirect chain, across the pipeline
     # No request starts later than this before its lease expires: the frontier, at the expiry, must find the
     # started mark of any request that went out (then it keeps the host leased while the request may run).
     lease_guard_s: float = 5.0
@@ -194,7 +198,7 @@ class FetcherHandler(StatelessHandler):
             fields.setdefault("ended_at", self.clock())
             fields.setdefault("started_at", started)
             return FetchResult(url=req.url, host=req.host, url_fp=req.url_fp, depth=req.depth, kind=req.kind,
-                               lease_id=req.lease_id, outcome=outcome, **fields)
+                               lease_id=req.lease_id, outcome=outcome, redirect_chain=req.redirect_chain, **fields)
 
         if req.lease_expires_at < started:
             # The frontier has already re-queued this URL: fetching now could break politeness.
@@ -367,11 +371,11 @@ class FetcherHandler(StatelessHandler):
             location = h.get("location")
             if not location:
                 return result("http_error", error="redirect without Location", **common)
-            try:
-                target = normalize(location, base=url)
-            except UrlError as exc:
-                return result("http_error", error=f"invalid redirect Location: {exc}", **common)
-            return result("redirect", redirect_to=target, **common)
+            # Follow, or stop at a loop, the hop limit or a non-HTTP Location (the chain travels with the
+            # target: dedup queues it with this URL appended).
+            verdict = redirect_verdict(url, req.url_fp, req.redirect_chain, location, self.policy.max_redirect_hops)
+            REDIRECTS.labels(verdict.outcome).inc()
+            return result(verdict.outcome, redirect_to=verdict.target, error=verdict.reason, **common)
         if 200 <= resp.status <= 299:
             if host_signature is not None and resp.status == 200 and _is_text(common["content_type"]):
                 parts = urlsplit(req.url)

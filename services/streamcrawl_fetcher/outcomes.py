@@ -13,8 +13,10 @@ from streamcrawl_runtime.ports.loop import Output
 #: url_state status of each outcome that leaves nothing to parse ("error" for any other such outcome). A
 #: fetched page's row is dedup's, from the parsed page; robots.txt, probe, expired and interrupted requests
 #: fetched nothing of the URL, and write none.
-URL_STATUS = {"not_modified": "fetched", "redirect": "redirected", "robots_disallowed": "disallowed",
-              "robots_unavailable": "disallowed", "soft_404": "soft404", "blocked_address": "blocked"}
+URL_STATUS = {"not_modified": "fetched", "redirect": "redirected", "redirect_loop": "redirect_loop",
+              "redirect_limit": "redirect_limit", "redirect_refused": "redirect_refused",
+              "robots_disallowed": "disallowed", "robots_unavailable": "disallowed", "soft_404": "soft404",
+              "blocked_address": "blocked"}
 NO_URL_STATUS = frozenset({"fetched", "robots_fetched", "probe_fetched", "lease_expired", "interrupted"})
 
 
@@ -25,11 +27,12 @@ def url_status(outcome: str) -> str | None:
 
 def redirect_candidate(res: FetchResult) -> list[Output]:
     """The redirect's target as a candidate for its own host's seen-set (a URL of its own: it goes
-    through dedup and the frontier like any link), depth unchanged."""
+    through dedup and the frontier like any link), depth unchanged, its redirect chain grown by this URL
+    (streamcrawl_core.redirects: the hop limit and the loop check hold wherever it is fetched)."""
     assert res.redirect_to is not None
     try:
         url, host, fp = url_identity(res.redirect_to)
     except UrlError:
         return []
     return [Output(URL_CANDIDATES, host, UrlCandidates(host=host, depth=res.depth, source_url=res.url, urls=[url],
-                                                       url_fps=[fp]))]
+                                                       url_fps=[fp], redirect_chain=[*res.redirect_chain, res.url_fp]))]

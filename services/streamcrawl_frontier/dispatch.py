@@ -131,7 +131,7 @@ class FrontierDispatch(FrontierResults):
             out.append(Output(FETCH_REQUESTS, item.host, FetchRequest(
                 url=item.url, host=item.host, url_fp=meta.url_fp, depth=meta.depth, kind=item.kind,
                 lease_id=lease.lease_id, lease_expires_at=lease.expires_at,
-                not_before=not_before if not_before > now else 0.0)))
+                not_before=not_before if not_before > now else 0.0, redirect_chain=list(meta.redirect_chain))))
         if failed is not None:
             LEASE_WRITE_FAILURES.inc(sum(isinstance(r, BaseException) for r in results))
             log.warning("lease writes failed; their hosts stay queued", extra={"error": repr(failed)[:300]})

@@ -68,7 +68,8 @@ class FrontierHandler(FrontierDispatch):
         now = self.clock()
         if msg.host not in self.known_hosts:
             await self.load_host(fr, msg.host, now)
+        chain = tuple(msg.redirect_chain)
         await self.state.queue_put(QueuedUrl(part, msg.host, msg.url_fp, msg.url, msg.priority, msg.kind,
-                                             msg.not_before, msg.depth, now))
+                                             msg.not_before, msg.depth, now, chain))
         if fr.add(msg.url, msg.host, msg.priority, msg.not_before, msg.kind, enqueued_at=now):
-            self.meta[msg.url] = UrlMeta(msg.url_fp, msg.depth, part)
+            self.meta[msg.url] = UrlMeta(msg.url_fp, msg.depth, part, redirect_chain=chain)

@@ -107,11 +107,11 @@ class FrontierResults(FrontierShards):
             # Only robots.txt (or the soft-404 probe) was requested under this lease: the page goes back.
             fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=now)
             if meta is None:
-                self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part)
+                self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part, redirect_chain=tuple(res.redirect_chain))
             return
         RETRIED.inc()
         fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=now)
-        self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part, attempts)
+        self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part, attempts, tuple(res.redirect_chain))
 
     async def _interrupted(self, fr: Frontier, part: int, res: FetchResult, end: float, fetch_s: float,
                            leased: bool) -> None:
@@ -125,7 +125,7 @@ class FrontierResults(FrontierShards):
         # it may have been fetched and finished since.
         await self.hold(fr, res.host, res.url if leased else None, end, fetch_s)
         if leased and fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=end) and res.url not in self.meta:
-            self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part)
+            self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part, redirect_chain=tuple(res.redirect_chain))
 
     async def hold(self, fr: Frontier, host: str, leased_url: str | None, end: float, fetch_s: float) -> None:
         """A request to ``host`` whose outcome is unknown may have run for ``fetch_s`` until ``end``: the

@@ -35,6 +35,7 @@ class UrlMeta:
     depth: int
     part: int
     attempts: int = 0
+    redirect_chain: tuple[int, ...] = ()  # streamcrawl_core.redirects: travels on to the fetch request
 
 
 class FrontierShards:
@@ -98,7 +99,7 @@ class FrontierShards:
             for host in sorted({r.host for r in rows}):
                 await self.load_host(fr, host, now)
             for r in rows:
-                self.meta[r.url] = UrlMeta(r.url_fp, r.depth, part)
+                self.meta[r.url] = UrlMeta(r.url_fp, r.depth, part, redirect_chain=r.redirect_chain)
                 fr.add(r.url, r.host, r.priority, r.not_before, "refresh" if r.kind == "refresh" else "discovery",
                        enqueued_at=r.enqueued_at)
             log.info("partition rebuilt", extra={"partition": part, "urls": len(rows)})

@@ -137,11 +137,43 @@ def check_guarantees(crawl: Crawl, entries: list[LogEntry], duplicate_budget: fl
     for host, trap in truth.trap_hosts.items():
         extra = [e for e in pages if e.host == host and _url(e) not in trap.known_urls]
         assert len(extra) <= trap.budget, f"trap host {host}: {len(extra)} requests beyond its pages"
+    # redirect chains: at most 5 hops (the 7-hop chain's 6th target and its final page are never asked
+    # for), loops and non-HTTP targets stopped: no request on the redirect host beyond the ground truth's
+    for host in web.hosts_of_kind("redirects"):
+        extra = sorted({_url(e) for e in pages if e.host == host.name} - truth.host_urls(host.name))
+        assert not extra, f"redirect host {host.name}: requests beyond the 5-hop limit or a loop: {extra[:5]}"
     # how long the kernel held the judge itself between a response's last write and its end stamp
     holds = server_holds(entries)
     return {"pages": len(truth.pages), "fetched": sum(fetched.values()), "repeats": repeats,
             "repeats_in_flight_at_kill": in_flight,
             "probes": sum(probes.values()), "max_server_hold_us": round(1e6 * holds[0]) if holds else -1}
+
+
+#: url_state.status each stopped redirect leaves (path on the "redirects" host → status).
+REDIRECT_STATES = {"/chain/1.html": "redirected", "/chain/5.html": "redirected",  # hop 5 is still followed
+                   "/longchain/6.html": "redirect_limit", "/toolong/6.html": "redirect_limit",
+                   "/loop/b.html": "redirect_loop", "/scheme/ftp.html": "redirect_refused",
+                   "/scheme/js.html": "redirect_refused"}
+
+
+def check_redirect_states(crawl: Crawl) -> None:
+    """Each redirect outcome is recorded in url_state (read from Cassandra after the crawl)."""
+    from streamcrawl_core.fingerprint import url_fingerprint
+    from streamcrawl_runtime.connect import blocking_cql_session
+
+    web = generate(HOSTS, WEB_SEED, PROFILES["fast"], port=crawl.opt.http_port)
+    session = blocking_cql_session(crawl.settings)
+    try:
+        for host in web.hosts_of_kind("redirects"):
+            got = {}
+            for path in REDIRECT_STATES:
+                url = normalize_url(web.url(host, path))
+                row = session.one("SELECT status FROM url_state WHERE host = ? AND url_fp = ?",
+                                  (host.name, url_fingerprint(url)))
+                got[path] = row.status if row else None
+            assert got == REDIRECT_STATES, got
+    finally:
+        session.close()
 
 
 def check_published(crawl: Crawl, entries: list[LogEntry]) -> list[dict]:
@@ -191,6 +223,7 @@ def test_crawl_synthetic_web(tmp_path: Path) -> None:
     stats = check_guarantees(crawl, entries, DUPLICATE_BUDGET)
     msgs = check_published(crawl, entries)
     stats.update(check_archive(crawl, msgs, tmp_path))
+    check_redirect_states(crawl)
     print("e2e clean run:", stats)
 
 

@@ -104,6 +104,24 @@ def test_politeness_and_finish_in_one_batch(crawl_cql, unique):
     assert queued == [] and row.frontier_done_at == 1_700_000_001.0
 
 
+def test_a_queued_url_keeps_its_redirect_chain(crawl_cql, unique):
+    """frontier_queue.redirect_chain (migration 0020): a rebuilt frontier hands the chain on to the fetch."""
+    state = CassandraCrawlState(crawl_cql)
+    host = f"chain-{unique}.test"
+    rows = [QueuedUrl(6, host, 21, f"http://{host}/hop", 5, "discovery", 0.0, 1, 1_700_000_000.0, (-3, 2**62, 7)),
+            QueuedUrl(6, host, 22, f"http://{host}/link", 5, "discovery", 0.0, 1, 1_700_000_000.0)]
+
+    async def scenario() -> list[QueuedUrl]:
+        for row in rows:
+            await state.queue_put(row)
+        loaded = sorted((q for q in await state.queue_load(6) if q.host == host), key=lambda q: q.url_fp)
+        for row in rows:
+            await state.queue_delete(6, host, row.url_fp)
+        return loaded
+
+    assert asyncio.run(scenario()) == rows
+
+
 def test_schedule_and_due_row_in_one_batch(crawl_cql, unique):
     state = CassandraCrawlState(crawl_cql)
     host, fp, url = f"sched-{unique}.test", 13, f"http://sched-{unique}.test/p"

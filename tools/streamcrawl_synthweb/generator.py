@@ -134,7 +134,7 @@ def _add_special(kind: str, pages: dict[str, Page], key: int) -> None:
         _add(pages, *(Page(f"/err/{s}.html", kind="error", status=s) for s in (500, 502, 503)))
         _link_from_home(pages, "/gone/404.html")  # not in the table -> plain 404
     elif kind == "redirects":
-        _add_redirects(pages)
+        _add_redirects(pages, key)
     elif kind == "oversized":
         _add(pages, Page("/big.html", kind="big", body_key=key + 1))
     elif kind == "charsets":
@@ -156,7 +156,7 @@ def _add_special(kind: str, pages: dict[str, Page], key: int) -> None:
         _add_directives(pages, key)
 
 
-def _add_redirects(pages: dict[str, Page]) -> None:
+def _add_redirects(pages: dict[str, Page], key: int) -> None:
     def r(path: str, to: str, status: int = 301) -> Page:
         return Page(path, kind="redirect", status=status, location=to)
 
@@ -169,6 +169,9 @@ def _add_redirects(pages: dict[str, Page]) -> None:
         r("/chain/1.html", "/chain/2.html"),  # 5 hops: /chain/1 -> .. -> /chain/5 -> /p/2.html
         r("/longchain/1.html", "/longchain/2.html"),  # 6 hops: one too many for max_redirects=5
         r("/loop/a.html", "/loop/b.html"),
+        r("/toolong/1.html", "/toolong/2.html"),  # 7 hops to a page reachable only through them: never fetched
+        r("/scheme/ftp.html", "ftp://files.synth.test/pub/"),  # non-HTTP targets: refused
+        r("/scheme/js.html", "javascript:void(0)"),
     )
     _add(
         pages,
@@ -177,6 +180,9 @@ def _add_redirects(pages: dict[str, Page]) -> None:
         *(r(f"/longchain/{k}.html", f"/longchain/{k + 1}.html") for k in (2, 3, 4, 5)),
         r("/longchain/6.html", "/p/3.html"),
         r("/loop/b.html", "/loop/a.html"),
+        *(r(f"/toolong/{k}.html", f"/toolong/{k + 1}.html") for k in range(2, 7)),
+        r("/toolong/7.html", "/toolong/final.html"),
+        Page("/toolong/final.html", body_key=key + 1),
         link=False,
     )
 

@@ -39,7 +39,7 @@ OTHER_KINDS = (
     "ratelimit_seconds",  # first N requests -> 429 Retry-After: <seconds>
     "ratelimit_date",  # first N requests -> 429 Retry-After: <HTTP-date>
     "errors_5xx",
-    "redirects",  # 301/302/307/308 hops, a 5-hop chain and a loop
+    "redirects",  # 301/302/307/308 hops, a 5-hop chain, 6- and 7-hop chains, a loop, non-HTTP targets
     "oversized",  # a > 10 MB streamed body
     "charsets",
     "nonhtml",

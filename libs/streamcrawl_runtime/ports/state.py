@@ -29,6 +29,8 @@ class QueuedUrl:
     not_before: float
     depth: int
     enqueued_at: float
+    #: The URL's redirect chain (streamcrawl_core.redirects): fingerprints of the URLs that redirected to it.
+    redirect_chain: tuple[int, ...] = ()
 
 
 @dataclass

@@ -361,6 +361,14 @@ def test_nofollow_page_is_published_without_links() -> None:
 
 # ------------------------------------------------------------------ fetch results
 
+def test_a_redirect_target_hands_its_chain_on_to_the_frontier() -> None:
+    rig = Rig()
+    cand = UrlCandidates(host="a.test", depth=2, source_url="http://a.test/hop2", urls=["https://a.test/hop3"],
+                         url_fps=[url_fingerprint("https://a.test/hop3")], redirect_chain=[11, 12, 13])
+    urls = [o.value for o in rig.run(rig.h.handle(rec("a.test"), cand)) if isinstance(o.value, UrlMessage)]
+    assert [(u.url, u.redirect_chain) for u in urls] == [("https://a.test/hop3", [11, 12, 13])]
+
+
 def test_fetch_results_are_not_dedups() -> None:
     """Dedup reads no fetch results: the fetcher records the status of fetches that leave nothing to parse
     and sends redirect targets as candidates itself (tests/unit/services/test_fetcher_handler.py)."""

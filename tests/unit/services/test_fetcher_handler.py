@@ -226,11 +226,36 @@ def test_redirect_is_reported_not_followed(rig: Rig) -> None:
     assert rig.web.pages() == ["/old"]
 
 
-def test_invalid_redirect_location_is_http_error(rig: Rig) -> None:
+@pytest.mark.parametrize("location", ["mailto:someone@example.com", "ftp://site.test/file", "javascript:alert(1)",
+                                      "file:///etc/passwd", "data:text/html,hi", "http://"])
+def test_a_redirect_to_a_non_http_location_is_refused(rig: Rig, location: str) -> None:
     rig.allow_all()
-    rig.web.routes["/bad"] = Reply(302, b"", {"Location": "mailto:someone@example.com"})
+    rig.web.routes["/bad"] = Reply(302, b"", {"Location": location})
     res = rig.run(rig.request("/bad"))
-    assert res.outcome == "http_error" and res.status == 302 and res.error and "Location" in res.error
+    assert res.outcome == "redirect_refused" and res.status == 302 and res.redirect_to is None
+    assert res.error and "Location" in res.error
+
+
+def test_a_cross_scheme_redirect_is_an_ordinary_hop(rig: Rig) -> None:
+    rig.allow_all()
+    rig.web.routes["/s"] = Reply(301, b"", {"Location": "https://site.test/secure"})
+    res = rig.run(rig.request("/s", redirect_chain=[11, 12]))
+    assert res.outcome == "redirect" and res.redirect_to == "https://site.test/secure"
+    assert res.redirect_chain == [11, 12]  # echoed: dedup appends this URL for the target
+
+
+def test_redirect_hop_limit_and_loops_use_the_chain_the_request_carries(rig: Rig) -> None:
+    rig.allow_all()
+    rig.web.routes["/hop"] = Reply(302, b"", {"Location": "/next"})
+    five = rig.run(rig.request("/hop", redirect_chain=[1, 2, 3, 4, 5]))  # reached by 5 hops already
+    assert five.outcome == "redirect_limit" and five.redirect_to == rig.url("/next")
+    four = rig.run(rig.request("/hop", redirect_chain=[1, 2, 3, 4]))
+    assert four.outcome == "redirect" and four.redirect_to == rig.url("/next")
+    back = rig.run(rig.request("/hop", redirect_chain=[url_fingerprint(rig.url("/next"))]))
+    assert back.outcome == "redirect_loop" and "loop" in (back.error or "")
+    rig.web.routes["/self"] = Reply(307, b"", {"Location": "/self"})
+    assert rig.run(rig.request("/self")).outcome == "redirect_loop"
+    assert rig.web.pages().count("/hop") == 3  # each request was made once; no hop was followed here
 
 
 def test_conditional_get_from_url_state(rig: Rig) -> None:
@@ -913,6 +938,29 @@ def test_redirect_records_its_status_and_sends_the_target_as_a_candidate(rig: Ri
     assert (st.status, st.http_status, st.url) == ("redirected", 301, req.url)
     # one request for the fetched mark and the status (the adapter batches concurrent writes)
     assert [c[0] for c in rig.state.calls[-2:]] == ["host_put_fetched_lease", "url_put_outcome"]
+
+
+def test_a_redirect_target_carries_the_chain_grown_by_this_url(rig: Rig) -> None:
+    rig.allow_all()
+    rig.web.routes["/hop2"] = Reply(302, b"", {"Location": "https://site.test/hop3"})
+    req = rig.request("/hop2", redirect_chain=[11, 12])
+    assert rig.run(req).outcome == "redirect"
+    [cand] = rig.extra
+    assert cand.value.redirect_chain == [11, 12, req.url_fp] and cand.value.urls == ["https://site.test/hop3"]
+
+
+@pytest.mark.parametrize(("chain", "location", "outcome"), [
+    ([1, 2, 3, 4, 5], "/next", "redirect_limit"), ([], "/stop", "redirect_loop"),
+    ([], "ftp://site.test/f", "redirect_refused")])
+def test_a_stopped_redirect_is_recorded_and_not_followed(rig: Rig, chain: list[int], location: str,
+                                                          outcome: str) -> None:
+    rig.allow_all()
+    rig.web.routes["/stop"] = Reply(301, b"", {"Location": location})
+    req = rig.request("/stop", redirect_chain=chain)
+    assert rig.run(req).outcome == outcome
+    assert rig.extra == []  # no candidate
+    st = rig.state.urls[(HOST, req.url_fp)]
+    assert (st.status, st.http_status) == (outcome, 301)
 
 
 @pytest.mark.parametrize("status,expected", [(404, "error"), (304, "fetched"), (503, "error")])

@@ -682,6 +682,33 @@ def test_a_result_that_keeps_the_url_writes_only_politeness(clock: Clock, outcom
     assert (part(A), A, req.url_fp) in rig.state.queue and req.url in rig.h.meta
 
 
+def test_a_redirect_chain_travels_from_the_url_message_to_the_fetch_request(clock: Clock) -> None:
+    """The hop count (the chain) survives the queue, a retry and a rebuild from Cassandra."""
+    rig = Rig(clock)
+    url = "http://a.test/hop3"
+    msg = UrlMessage(url=url, host=A, url_fp=url_fingerprint(url), redirect_chain=[1, 2, 3])
+    assert rig.run(rig.h.handle(rec(A), msg)) == []
+    assert rig.state.queue[(part(A), A, msg.url_fp)].redirect_chain == (1, 2, 3)
+    [req] = rig.tick(T0)
+    assert req.redirect_chain == [1, 2, 3]
+    rig.result(req, T0 + 1, outcome="network_error", status=None, redirect_chain=[1, 2, 3])  # retried
+    [again] = rig.tick(T0 + 60)
+    assert again.url == url and again.redirect_chain == [1, 2, 3]
+    rebuilt = Rig(clock, rig.state)  # a new owner rebuilds the queue from the durable rows
+    rebuilt.state.hosts[A].lease_expires_at = None
+    [after] = rebuilt.tick(T0 + 200)
+    assert after.url == url and after.redirect_chain == [1, 2, 3]
+
+
+@pytest.mark.parametrize("outcome", ["redirect", "redirect_loop", "redirect_limit", "redirect_refused"])
+def test_every_redirect_outcome_finishes_the_url(clock: Clock, outcome: str) -> None:
+    rig = Rig(clock)
+    rig.url("http://a.test/r")
+    [req] = rig.tick(T0)
+    rig.result(req, T0 + 1, outcome=outcome, status=301)
+    assert rig.state.queue == {} and rig.tick(T0 + 60) == []
+
+
 @pytest.mark.parametrize("outcome", ["blocked_address", "dns_error"])
 def test_a_refused_or_unresolvable_url_is_finished_not_retried(clock: Clock, outcome: str) -> None:
     """blocked_address (the SSRF guard refused the address): no connection was made and none will be; the

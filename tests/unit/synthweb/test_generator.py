@@ -87,6 +87,12 @@ def test_ground_truth_dns_traps_and_redirects(web, gt):
     assert gt.redirects[_u(web, "redirects", "/moved/1.html")] == _u(web, "redirects", "/p/3.html")
     assert _u(web, "redirects", "/loop/a.html") in gt.redirect_loops
     assert _u(web, "redirects", "/longchain/1.html") in gt.redirect_too_long
+    assert _u(web, "redirects", "/toolong/1.html") in gt.redirect_too_long
+    # the 7-hop chain's target is reachable only through it: a crawler that honours 5 hops never asks for it
+    assert _u(web, "redirects", "/toolong/final.html") not in gt.pages
+    asked = gt.host_urls(web.hosts_of_kind("redirects")[0].name)
+    assert _u(web, "redirects", "/toolong/7.html") not in asked
+    assert _u(web, "redirects", "/toolong/6.html") in asked  # the 5th hop's target
     assert _u(web, "errors_5xx", "/err/503.html") in gt.errors
     assert gt.errors[_u(web, "errors_5xx", "/gone/404.html")] == 404
 

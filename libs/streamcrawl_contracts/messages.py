@@ -210,8 +210,12 @@ class ParsedPage(Envelope):
     title: str | None = None
     canonical_url: str | None = None
     out_links: list[str] = Field(default_factory=list)
+    #: meta robots / X-Robots-Tag noindex or none, or an unavailable_after date passed at the fetch: dedup
+    #: records the page but does not publish it (its links are still followed unless nofollow).
     noindex: bool = False
     nofollow: bool = False
+    #: A future unavailable_after date of the page (published: indexers should drop the page then).
+    unavailable_after: datetime | None = None
     charset: str | None = None
     text_length: int = 0
     etag: str | None = None
@@ -247,6 +251,8 @@ class PageFetched(Envelope):
     warc_filename: str | None = None
     warc_offset: int | None = None
     warc_length: int | None = None
+    #: The page's robots unavailable_after date, if it gave one: drop the page from the index after it.
+    unavailable_after: datetime | None = None
 
 
 class RevisitOf(BaseModel):

@@ -18,7 +18,10 @@
     "replay" without consuming budget, so an unwritten increment is lost whether or not its offset was
     committed. The same bound covers a partition move where the new owner reads a host before the old
     owner's on_revoke flush has landed.
-- parsed (keyed by the page's host): exact duplicates by SHA-256 (content_index, first claimer wins) and
+- parsed (keyed by the page's host): a noindex page (meta robots, X-Robots-Tag, a passed unavailable_after)
+  is recorded in url_state (status "noindex") and not published; it claims no content hash and enters no
+  near-duplicate index (an indexable copy must never become its alias); its links are followed unless
+  nofollow. Otherwise exact duplicates by SHA-256 (content_index, first claimer wins) and
   near duplicates by SimHash (Hamming distance <= 3, via the 4×16-bit block index). A duplicate becomes
   an alias of its canonical URL and its links are not followed. A new or changed page is published on
   page_fetched and its out-links become candidates for their own hosts' partitions.
@@ -276,8 +279,11 @@ class DedupHandler:
         now = time.time()
         prev = await self.state.url_get(page.host, page.url_fp)
         fetched_at = page.fetched_at.timestamp()
-        if (prev is not None and prev.fetched_at is not None and abs(prev.fetched_at - fetched_at) < 0.002
-                and prev.content_hash == page.content_hash):
+        replay = (prev is not None and prev.fetched_at is not None and abs(prev.fetched_at - fetched_at) < 0.002
+                  and prev.content_hash == page.content_hash)
+        if page.noindex:
+            return await self._not_indexed(page, prev, replay)
+        if replay and prev is not None:
             # A replay of the same fetch (at-least-once): repeat the first decision instead of reading our
             # own write as "unchanged", or a crash between the state write and the publish loses the page.
             if prev.status == "duplicate":
@@ -291,7 +297,8 @@ class DedupHandler:
                 await self.state.simhash_add(page.simhash, page.url)
             _PAGE("replayed").inc()
             return self._publish(page, changed=prev.fetch_count > 1)
-        changed = prev is None or prev.content_hash != page.content_hash
+        # A page that was noindex before was never published: indexable now, it is new to the indexers.
+        changed = prev is None or prev.content_hash != page.content_hash or prev.status == "noindex"
         fetch_count = (prev.fetch_count if prev else 0) + 1
         if not changed and prev is not None and prev.status == "duplicate":
             # Same body as last time and it was an alias then: it stays one (a near duplicate still owns
@@ -328,13 +335,26 @@ class DedupHandler:
         _PAGE("new" if prev is None or prev.content_hash is None else "changed").inc()
         return self._publish(page, changed=prev is not None and prev.content_hash is not None)
 
+    async def _not_indexed(self, page: ParsedPage, prev: UrlState | None, replay: bool) -> list[Output]:
+        """A noindex page: recorded and archived (a response record: the fetch happened), not published, no
+        duplicate claims; links followed unless nofollow. A replay writes the same row again and re-sends the
+        same links (the seen-set drops repeats)."""
+        fetch_count = (prev.fetch_count if prev else 0) + (0 if replay else 1)
+        await self.state.url_put_fetch(UrlState(
+            page.host, page.url_fp, page.url, page.depth, "noindex", page.http_status, page.content_type,
+            page.content_hash, page.simhash, page.storage_key, page.etag, page.last_modified,
+            page.fetched_at.timestamp(), max(fetch_count, 1)))
+        _PAGE("noindex").inc()
+        links = [] if page.nofollow else self._links_out(page.out_links, page.depth + 1, page.url)
+        return [*self._archive_only(page, None), *links]
+
     def _publish(self, page: ParsedPage, changed: bool) -> list[Output]:
         links = [] if page.nofollow else page.out_links
         published = PageFetched(
             url=page.url, canonical_url=page.canonical_url or page.url, fetched_at=page.fetched_at,
             http_status=page.http_status, content_type=page.content_type, content_hash=page.content_hash,
             simhash=page.simhash, storage_key=page.storage_key, out_links=links, title=page.title,
-            changed=changed)
+            changed=changed, unavailable_after=page.unavailable_after)
         if self.warc and page.exchange is not None:  # the writer publishes it once its record is in S3
             out = [archive_page(page, page.exchange, publish=published)]
         else:

@@ -423,7 +423,9 @@ def _text(body: bytes, content_type: str | None) -> str:
 
 
 def _joined(values: list[str]) -> str | None:
-    return ", ".join(values) if values else None
+    """Several headers of one name as one value, a header per line: a user-agent prefix ("googlebot:")
+    holds only within its own X-Robots-Tag header, so they must stay apart (no header holds a newline)."""
+    return "\n".join(values) if values else None
 
 
 def _dns_failure(result: Callable[..., FetchResult], exc: DnsError, **fields: Any) -> FetchResult:

@@ -55,12 +55,16 @@ def build_page(result: FetchResult, body: bytes, max_links: int = 1000,
         outcome = ParseOutcome()
     text = outcome.text[:simhash_max_chars]
     fp = to_signed64(simhash(text)) if text.strip() else None  # no text: no near-duplicate signal
+    fetched_at = datetime.fromtimestamp(result.started_at, UTC)
+    # unavailable_after honoured: once the date has passed (at the fetch) the page is not indexed.
+    expired = outcome.unavailable_after is not None and outcome.unavailable_after <= fetched_at
     return ParsedPage(
         url=result.url, host=result.host, url_fp=result.url_fp, depth=result.depth, kind=result.kind,
-        fetched_at=datetime.fromtimestamp(result.started_at, UTC), http_status=result.status or 200,
+        fetched_at=fetched_at, http_status=result.status or 200,
         content_type=result.content_type, content_hash=result.content_hash, storage_key=result.storage_key,
         simhash=fp, title=outcome.title, canonical_url=outcome.canonical_url, out_links=outcome.out_links,
-        noindex=outcome.noindex, nofollow=outcome.nofollow, charset=outcome.charset if html else None,
+        noindex=outcome.noindex or expired, nofollow=outcome.nofollow, charset=outcome.charset if html else None,
+        unavailable_after=outcome.unavailable_after,
         text_length=len(outcome.text), etag=result.etag, last_modified=result.last_modified,
         exchange=result.exchange, fetch_s=result.fetch_s, truncated=result.truncated,
     ), outcome

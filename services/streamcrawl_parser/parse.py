@@ -8,8 +8,14 @@ Decisions (documented here because dedup and the frontier depend on them):
   stylesheet or an icon is not a page); `<base href>` honoured; every link resolved and normalized by
   streamcrawl_core.urls.normalize; rejects are counted by reason; self-links dropped; deduplicated in
   document order; capped at `max_links`.
-* Robots: meta name=robots or name=streamcrawl, and X-Robots-Tag (entries addressed to another crawler,
-  "googlebot: noindex", are ignored); `none` = noindex + nofollow; nofollow empties out_links.
+* Robots: meta name=robots or name=streamcrawl, and X-Robots-Tag (one header per line of the value the
+  fetcher passes on; entries addressed to another crawler, "googlebot: noindex", are ignored, and a
+  user-agent prefix holds until the next one within its header); `none` = noindex + nofollow; nofollow
+  empties out_links; `unavailable_after: <date>` (RFC 850/1123 or ISO 8601; no zone = UTC) is returned as
+  a time, and the page counts as noindex once it has passed (ParseOutcome.unavailable_after).
+* Canonical: the first `<link rel=canonical>` resolved against `<base>` and normalized (http(s) only;
+  another host is allowed). When it names another URL it is also queued like a link (unless nofollow), so
+  the canonical page itself is crawled; what it means for page_fetched is in the README's contract.
 * Hostile input: libxml2's HTML parser is tolerant and iterative, depth-limited, and we never recurse in
   Python; oversized attributes are dropped before normalization; anything the parser rejects yields an
   empty outcome, never an exception.
@@ -19,15 +25,18 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import email.utils
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import charset_normalizer
 from lxml import etree
 from streamcrawl_core.urls import UrlError, normalize
 
-__all__ = ["ParseOutcome", "decode_body", "is_html", "parse_html", "robots_directives"]
+__all__ = ["Directives", "ParseOutcome", "decode_body", "indexing_directives", "is_html", "parse_html",
+           "robots_directives"]
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _DROP_TAGS = ("script", "style", "noscript", "template")
@@ -52,6 +61,18 @@ class ParseOutcome:
     charset: str | None = None
     links_dropped: dict[str, int] = field(default_factory=dict)  # reason → count
     links_capped: int = 0
+    unavailable_after: datetime | None = None  # the earliest unavailable_after that applies to us
+
+
+@dataclass(frozen=True)
+class Directives:
+    noindex: bool = False
+    nofollow: bool = False
+    unavailable_after: datetime | None = None
+
+    def merged(self, other: Directives) -> Directives:
+        dates = [d for d in (self.unavailable_after, other.unavailable_after) if d is not None]
+        return Directives(self.noindex or other.noindex, self.nofollow or other.nofollow, min(dates, default=None))
 
 
 def media_type(content_type: str | None) -> str:
@@ -107,11 +128,35 @@ def decode_body(body: bytes, content_type: str | None) -> tuple[str, str]:
 
 def robots_directives(values: list[str], product_token: str = "streamcrawl") -> tuple[bool, bool]:
     """(noindex, nofollow) from meta robots contents or X-Robots-Tag values."""
+    d = indexing_directives(values, product_token)
+    return d.noindex, d.nofollow
+
+
+def _date(text: str) -> datetime | None:
+    """An unavailable_after date: RFC 850/1123 (Google's documented form) or ISO 8601; no zone = UTC."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text.upper().replace("Z", "+00:00") if "T" in text.upper() else text)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def indexing_directives(values: list[str], product_token: str = "streamcrawl") -> Directives:
+    """noindex, nofollow and unavailable_after from meta robots contents or X-Robots-Tag headers (one header
+    per value; a value with several lines holds one header per line)."""
     noindex = nofollow = False
-    for value in values:
+    dates: list[datetime] = []
+    for value in (line for v in values for line in v.splitlines()):
         applies = True
-        for raw in value.lower().split(","):
-            part = raw.strip()
+        parts = value.split(",")
+        for i, raw in enumerate(parts):
+            part = raw.strip().lower()
             head, sep, rest = part.partition(":")
             if sep and head.strip() not in _KNOWN_DIRECTIVES and " " not in head.strip():
                 applies = head.strip() == product_token  # "googlebot: noindex" is not for us
@@ -120,7 +165,14 @@ def robots_directives(values: list[str], product_token: str = "streamcrawl") -> 
                 continue
             noindex = noindex or part in ("noindex", "none")
             nofollow = nofollow or part in ("nofollow", "none")
-    return noindex, nofollow
+            name, sep, date_text = part.partition(":")
+            if sep and name.strip() == "unavailable_after":
+                # An RFC 850 date has a comma of its own ("Sun, 25 Jun 2010 ..."): try it with the next part.
+                joined = f"{date_text},{parts[i + 1]}" if i + 1 < len(parts) else None
+                when = (_date(joined) if joined else None) or _date(date_text)
+                if when is not None:
+                    dates.append(when)
+    return Directives(noindex, nofollow, min(dates, default=None))
 
 
 def _attr(el: etree._Element, name: str) -> str:
@@ -135,11 +187,12 @@ def _collapse(text: str) -> str:
 def parse_html(body: bytes, url: str, content_type: str | None = None, x_robots_tag: str | None = None,
                max_links: int = 1000) -> ParseOutcome:
     """Parse an HTML body fetched from `url` (already normalized). Never raises on any `body`."""
-    header_noindex, header_nofollow = robots_directives([x_robots_tag] if x_robots_tag else [])
+    header = indexing_directives([x_robots_tag] if x_robots_tag else [])
     text, charset = decode_body(body, content_type)
     root = _parse_tree(text)
     if root is None:
-        return ParseOutcome(noindex=header_noindex, nofollow=header_nofollow, charset=charset)
+        return ParseOutcome(noindex=header.noindex, nofollow=header.nofollow, charset=charset,
+                            unavailable_after=header.unavailable_after)
 
     base = url
     for el in root.iter("base"):
@@ -151,8 +204,8 @@ def parse_html(body: bytes, url: str, content_type: str | None = None, x_robots_
 
     meta_values = [_attr(el, "content") for el in root.iter("meta")
                    if _attr(el, "name").strip().lower() in ("robots", "streamcrawl")]
-    meta_noindex, meta_nofollow = robots_directives(meta_values)
-    noindex, nofollow = header_noindex or meta_noindex, header_nofollow or meta_nofollow
+    directives = header.merged(indexing_directives(meta_values))
+    noindex, nofollow = directives.noindex, directives.nofollow
 
     dropped: Counter[str] = Counter()
     canonical: str | None = None
@@ -186,6 +239,8 @@ def parse_html(body: bytes, url: str, content_type: str | None = None, x_robots_
                 continue
             seen.add(target)
             links.append(target)
+        if canonical is not None and canonical not in seen and len(links) < max_links:
+            links.append(canonical)  # the canonical page itself is crawled too
 
     title = None
     title_el = next(root.iter("title"), None)
@@ -194,7 +249,8 @@ def parse_html(body: bytes, url: str, content_type: str | None = None, x_robots_
     etree.strip_elements(root, *_DROP_TAGS, with_tail=False)
     body_el = next(root.iter("body"), None)
     visible = _collapse(" ".join((body_el if body_el is not None else root).itertext()))
-    return ParseOutcome(links, canonical, title, visible, noindex, nofollow, charset, dict(dropped), capped)
+    return ParseOutcome(links, canonical, title, visible, noindex, nofollow, charset, dict(dropped), capped,
+                        directives.unavailable_after)
 
 
 def _parse_tree(text: str) -> etree._Element | None:

@@ -185,6 +185,9 @@ def check_published(crawl: Crawl, entries: list[LogEntry]) -> list[dict]:
     # every published page was really served with a 200 by the web (its own log says so)...
     served = {_url(e) for e in entries if e.status == 200 and not e.path.startswith("/robots")}
     assert set(urls) <= served, sorted(set(urls) - served)[:5]
+    # noindex pages (meta, X-Robots-Tag addressed to us, a passed unavailable_after) are never published
+    leaked = sorted(set(urls) & truth.noindex)
+    assert not leaked, f"noindex pages published: {leaked[:5]}"
     # soft 404s (200 "not found" pages of a soft-404 host) and the probes themselves are never published
     soft = sorted(u for u in urls if u in truth.soft404 or SOFT404_PROBE_PREFIX in u)
     assert not soft, f"{len(soft)} soft-404 pages published, e.g. {soft[:5]}"

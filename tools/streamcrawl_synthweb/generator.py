@@ -196,6 +196,11 @@ def _add_directives(pages: dict[str, Page], key: int) -> None:
         Page("/noindex.html", body_key=key + 3, meta_robots="noindex", links=(Link("/p/2.html"),)),
         Page("/nofollow.html", body_key=key + 4, meta_robots="nofollow", links=(Link("/hidden/1.html"),)),
         Page("/xrobots.html", body_key=key + 5, x_robots="noindex, nofollow", links=(Link("/hidden/2.html"),)),
+        # X-Robots-Tag addressed to us by name, and to another crawler only (indexable for us)
+        Page("/ua-noindex.html", body_key=key + 8, x_robots="streamcrawl: noindex", links=(Link("/p/3.html"),)),
+        Page("/otherbot.html", body_key=key + 9, x_robots="googlebot: noindex, nofollow"),
+        # an unavailable_after date long past: not indexed
+        Page("/expired.html", body_key=key + 10, meta_robots="unavailable_after: 2001-01-01"),
     )
     # Only linked from nofollow pages: a polite crawler never discovers them.
     _add(

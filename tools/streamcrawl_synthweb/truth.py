@@ -14,9 +14,10 @@ server renders), starting from the seeds. Rules, in order, for each discovered U
    given up (``redirect_too_long``) and its target is NOT reached through it.
 6. 4xx/5xx pages go to ``errors``; unknown paths on a soft-404 host to ``soft404``; the calendar and
    repeated-segment trap URLs are not walked (``trap_hosts`` holds the budget).
-7. Any other page answers 200 and is in ``pages``; its links are followed unless it is nofollow (meta
-   robots or X-Robots-Tag). ``canonical_pages`` = ``pages`` minus noindex pages minus pages whose
-   rel=canonical names another URL.
+7. Any other page answers 200 and is in ``pages``; its links (and its rel=canonical) are followed unless it
+   is nofollow (meta robots or X-Robots-Tag, addressed to every crawler or to ours by name). noindex pages
+   (also a past unavailable_after) are never published. ``canonical_pages`` = ``pages`` minus noindex pages
+   minus pages whose rel=canonical names another URL: each must be published.
 """
 
 from __future__ import annotations
@@ -232,8 +233,8 @@ class _Walker:
             gt.charsets[url] = page.charset
         if page.canonical:
             gt.canonical_of[url] = self.web.url(host, page.canonical)
-        robots_words = f"{page.meta_robots or ''},{page.x_robots or ''}".replace(" ", "").split(",")
-        if "noindex" in robots_words:
+        robots_words = _robots_words(page.meta_robots, page.x_robots)
+        if "noindex" in robots_words or "expired" in robots_words:
             gt.noindex.add(url)
         if host.kind == "changing":
             gt.changing.add(url)
@@ -246,6 +247,8 @@ class _Walker:
         if "nofollow" in robots_words:
             gt.nofollow.add(url)
             return
+        if page.canonical:  # the crawler queues a page's canonical like a link
+            self.push(self.web.url(host, page.canonical))
         base = urljoin(url, page.base) if page.base else url
         origin = self.web.origin(host)
         for link in page.links:
@@ -280,6 +283,26 @@ class _Walker:
                 if group <= gt.pages:
                     target = gt.exact_duplicates if host.kind == "dup_exact" else gt.near_duplicates
                     target.append(group)
+
+
+def _robots_words(*values: str | None, token: str = "streamcrawl") -> set[str]:
+    """The robots words of meta/X-Robots-Tag values that apply to ``token``: a "name:" prefix addresses one
+    crawler; an unavailable_after date in the past reads as "expired" (the generator writes only ISO dates)."""
+    words: set[str] = set()
+    for value in values:
+        applies = True
+        for raw in (value or "").replace(" ", "").lower().split(","):
+            head, sep, rest = raw.partition(":")
+            if sep and head not in ("unavailable_after",):
+                applies, raw = head == token, rest
+            if not applies or not raw:
+                continue
+            if raw.startswith("unavailable_after:"):
+                if raw.partition(":")[2] < "2026":  # the generator's dates are far past or far future
+                    words.add("expired")
+                continue
+            words.update({"noindex", "nofollow"} if raw == "none" else {raw})
+    return words
 
 
 def compute_ground_truth(

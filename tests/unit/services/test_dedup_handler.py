@@ -352,6 +352,47 @@ def test_near_duplicate_alias_survives_an_unchanged_refetch() -> None:
     assert (st.status, st.canonical_url) == ("duplicate", "http://a.test/p")
 
 
+def _noindex(url: str, content_hash: str, links: Sequence[str] = (), nofollow: bool = False,
+             at: float = T0) -> ParsedPage:
+    return make_page(url, content_hash, at, links=links, nofollow=nofollow).model_copy(update={"noindex": True})
+
+
+def test_a_noindex_page_is_not_published_but_its_links_are_followed() -> None:
+    rig = Rig()
+    outs = rig.run(rig.h.handle(rec("a.test"), _noindex("http://a.test/p", "h1", links=["http://b.test/1"])))
+    assert published(outs) == []
+    [(key, c)] = candidates(outs)
+    assert (key, c.urls) == ("b.test", ["http://b.test/1"])
+    st = rig.url_state("http://a.test/p")
+    assert (st.status, st.content_hash, st.fetch_count) == ("noindex", "h1", 1)
+    # a replay of the same fetch repeats the decision: no publish, the same links, the same count
+    again = rig.run(rig.h.handle(rec("a.test"), _noindex("http://a.test/p", "h1", links=["http://b.test/1"])))
+    assert published(again) == [] and [c.urls for _, c in candidates(again)] == [["http://b.test/1"]]
+    assert rig.url_state("http://a.test/p").fetch_count == 1
+
+
+def test_a_noindex_nofollow_page_yields_nothing() -> None:
+    rig = Rig()
+    assert rig.run(rig.h.handle(rec("a.test"), _noindex("http://a.test/p", "h1", ["http://b.test/1"], True))) == []
+
+
+def test_a_noindex_page_never_makes_an_indexable_copy_its_alias() -> None:
+    """noindex pages claim no content hash and enter no near-duplicate index: an identical indexable page
+    fetched later is published."""
+    rig = Rig()
+    rig.run(rig.h.handle(rec("a.test"), _noindex("http://a.test/print", "same")))
+    outs = rig.page("http://a.test/article", "same")
+    assert [m.url for m in published(outs)] == ["http://a.test/article"]
+
+
+def test_a_page_that_was_noindex_is_published_once_indexable() -> None:
+    rig = Rig()
+    rig.run(rig.h.handle(rec("a.test"), _noindex("http://a.test/p", "h1")))
+    outs = rig.page("http://a.test/p", "h1", at=T0 + 100)  # same body, the directive gone
+    assert [m.url for m in published(outs)] == ["http://a.test/p"]
+    assert rig.url_state("http://a.test/p").status == "fetched"
+
+
 def test_nofollow_page_is_published_without_links() -> None:
     rig = Rig()
     outs = rig.page("http://a.test/p", "h1", links=["http://b.test/1"], nofollow=True)

@@ -44,7 +44,8 @@ def test_html_page_is_parsed() -> None:
     (page,) = _handle(ParserHandler(blobs), msg)
     assert page.url == URL and page.url_fp == 7 and page.depth == 2 and page.http_status == 200
     assert page.title == "T" and page.canonical_url == "http://site.test/c"
-    assert page.out_links == ["http://site.test/a"] and page.noindex and not page.nofollow
+    # the canonical is queued like a link, so the canonical page itself is crawled
+    assert page.out_links == ["http://site.test/a", "http://site.test/c"] and page.noindex and not page.nofollow
     assert page.content_hash == msg.content_hash and page.storage_key == msg.storage_key
     assert page.charset == "utf-8" and page.etag == '"e"' and page.text_length == len("some words to hash here a")
     assert page.simhash is not None and -(1 << 63) <= page.simhash < (1 << 63)
@@ -219,3 +220,15 @@ def test_a_sitemap_becomes_parts_of_entries_with_lastmods() -> None:
     # an XML document that is no sitemap is parsed like any non-HTML body
     plain = _handle(ParserHandler(blobs), _result(blobs, b"<rss><channel/></rss>", "application/xml"))
     assert len(plain) == 1 and not plain[0].sitemap
+
+
+@pytest.mark.parametrize(("directive", "noindex"), [
+    ("unavailable_after: 2001-01-01", True),    # passed at the fetch: not indexed
+    ("unavailable_after: 2099-01-01", False),   # still to come: published with the date
+])
+def test_unavailable_after_is_honoured(directive: str, noindex: bool) -> None:
+    blobs = MemoryBlobStore()
+    body = b"<html><body><p>text</p></body></html>"
+    (page,) = _handle(ParserHandler(blobs), _result(blobs, body, "text/html", x_robots_tag=directive))
+    assert page.noindex is noindex and page.unavailable_after is not None
+    assert page.unavailable_after.year == (2001 if noindex else 2099)

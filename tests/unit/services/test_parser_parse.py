@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import codecs
+from datetime import UTC, datetime
 
 import pytest
-from streamcrawl_parser.parse import decode_body, is_html, parse_html, robots_directives
+from streamcrawl_parser.parse import decode_body, indexing_directives, is_html, parse_html, robots_directives
 
 URL = "http://site.test/dir/page.html"
 
@@ -23,7 +24,8 @@ def test_links_resolved_normalized_deduped_and_filtered() -> None:
     </body></html>"""
     out = parse_html(html, URL, "text/html")
     assert out.out_links == ["http://site.test/dir/page2.html", "http://site.test/de/",
-                             "http://site.test/dir/a.html", "http://site.test/x?a=1&b=2", "http://site.test/map"]
+                             "http://site.test/dir/a.html", "http://site.test/x?a=1&b=2", "http://site.test/map",
+                             "http://site.test/dir/Canonical.html"]  # the canonical last, queued like a link
     assert out.canonical_url == "http://site.test/dir/Canonical.html"
     assert out.links_dropped.get("scheme") == 2 and out.links_dropped.get("rel_nofollow") == 1
     assert sum(out.links_dropped.values()) == 4
@@ -61,6 +63,46 @@ def test_robots_directives(meta: str, header: str | None, noindex: bool, nofollo
 def test_robots_directives_helper() -> None:
     assert robots_directives(["all"]) == (False, False)
     assert robots_directives(["noindex, nofollow"]) == (True, True)
+
+
+@pytest.mark.parametrize(("header", "noindex", "nofollow"), [
+    ("googlebot: noindex, nofollow\nnoindex", True, False),   # two headers: the prefix holds in its own only
+    ("googlebot: noindex\nstreamcrawl: nofollow", False, True),
+    ("streamcrawl: none\notherbot: all", True, True),
+    ("googlebot: noindex, streamcrawl: noindex", True, False),  # a second prefix within one header
+    ("NoIndex", True, False),
+])
+def test_x_robots_tag_headers_are_kept_apart(header: str, noindex: bool, nofollow: bool) -> None:
+    assert robots_directives([header]) == (noindex, nofollow)
+
+
+@pytest.mark.parametrize(("value", "when"), [
+    ("unavailable_after: 25 Jun 2010 15:00:00 PST", datetime(2010, 6, 25, 23, 0, tzinfo=UTC)),
+    ("noindex, unavailable_after: Sun, 25 Jun 2010 15:00:00 GMT, nofollow", datetime(2010, 6, 25, 15, 0, tzinfo=UTC)),
+    ("unavailable_after: 25-Aug-2007 15:00:00 EST", datetime(2007, 8, 25, 20, 0, tzinfo=UTC)),
+    ("unavailable_after: 2030-01-02", datetime(2030, 1, 2, tzinfo=UTC)),
+    ("unavailable_after: 2030-01-02T03:04:05Z", datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)),
+    ("streamcrawl: unavailable_after: 2030-01-02T03:04:05+02:00", datetime(2030, 1, 2, 1, 4, 5, tzinfo=UTC)),
+    ("googlebot: unavailable_after: 2010-01-01", None),  # not for us
+    ("unavailable_after: next tuesday", None),  # unreadable: ignored
+    ("unavailable_after: 2031-01-01, unavailable_after: 2030-06-01", datetime(2030, 6, 1, tzinfo=UTC)),
+])
+def test_unavailable_after_dates(value: str, when: datetime | None) -> None:
+    assert indexing_directives([value]).unavailable_after == when
+
+
+def test_unavailable_after_in_meta_and_header_takes_the_earlier() -> None:
+    html = b'<html><head><meta name="robots" content="unavailable_after: 2031-01-01"></head><body>x</body></html>'
+    out = parse_html(html, URL, "text/html", "unavailable_after: 2030-01-01")
+    assert out.unavailable_after == datetime(2030, 1, 1, tzinfo=UTC) and not out.noindex  # build_page decides
+
+
+def test_the_canonical_is_queued_like_a_link_unless_nofollow() -> None:
+    html = b'<html><head><link rel="canonical" href="/main"></head><body><a href="/x">x</a></body></html>'
+    assert parse_html(html, URL, "text/html").out_links == ["http://site.test/x", "http://site.test/main"]
+    self_canonical = html.replace(b"/main", b"/dir/page.html")
+    assert parse_html(self_canonical, URL, "text/html").out_links == ["http://site.test/x"]
+    assert parse_html(html, URL, "text/html", "nofollow").out_links == []
 
 
 def test_title_and_visible_text() -> None:

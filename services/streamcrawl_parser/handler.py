@@ -7,6 +7,11 @@ body is not retried from S3.
 
 Non-HTML bodies (PDF, images, text/plain…) still produce a ParsedPage, with no links, title or SimHash,
 so that dedup records the fetch and its content hash. Every other outcome is ignored (no output).
+
+The SimHash (the near-duplicate signature, streamcrawl_core.textsig) is taken over the page's main
+content: `main_text` (the wired extractor, trafilatura: extract.py) removes navigation, sidebars and
+footers first, and a page with too little distinct text gets none. Without an extractor (some unit tests)
+the visible text stands in.
 """
 
 from __future__ import annotations
@@ -14,13 +19,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from prometheus_client import Counter, Histogram
 from streamcrawl_contracts.messages import Envelope, FetchResult, ParsedPage
 from streamcrawl_contracts.topics import PARSED
-from streamcrawl_core.simhash import simhash, to_signed64
+from streamcrawl_core.textsig import near_duplicate_signature
 from streamcrawl_runtime.ports.blobs import BlobStore, decode_page
 from streamcrawl_runtime.ports.errors import PoisonMessage
 from streamcrawl_runtime.ports.loop import Output, Record, StatelessHandler
@@ -43,8 +48,12 @@ BODY_SOURCE = Counter("streamcrawl_parser_body_source",
                       "Where parsed bodies came from: inline (in the FetchResult) or s3", ["source"])
 
 
-def build_page(result: FetchResult, body: bytes, max_links: int = 1000,
-               simhash_max_chars: int = 2_000_000) -> tuple[ParsedPage, ParseOutcome]:
+#: Decoded HTML → its main content as plain text (boilerplate removed).
+MainText = Callable[[str], str]
+
+
+def build_page(result: FetchResult, body: bytes, max_links: int = 1000, simhash_max_chars: int = 2_000_000,
+               main_text: MainText | None = None) -> tuple[ParsedPage, ParseOutcome]:
     """The ParsedPage for a fetched body, and the parse details for metrics (pure; CPU-bound: run it in a
     worker thread)."""
     assert result.content_hash is not None and result.storage_key is not None
@@ -53,8 +62,8 @@ def build_page(result: FetchResult, body: bytes, max_links: int = 1000,
         outcome = parse_html(body, result.url, result.content_type, result.x_robots_tag, max_links)
     else:
         outcome = ParseOutcome()
-    text = outcome.text[:simhash_max_chars]
-    fp = to_signed64(simhash(text)) if text.strip() else None  # no text: no near-duplicate signal
+    content = (main_text(outcome.html) if main_text is not None else outcome.text) if html else ""
+    fp = near_duplicate_signature(content[:simhash_max_chars])  # None: too little text to compare
     fetched_at = datetime.fromtimestamp(result.started_at, UTC)
     # unavailable_after honoured: once the date has passed (at the fetch) the page is not indexed.
     expired = outcome.unavailable_after is not None and outcome.unavailable_after <= fetched_at
@@ -71,10 +80,12 @@ def build_page(result: FetchResult, body: bytes, max_links: int = 1000,
 
 
 class ParserHandler(StatelessHandler):
-    def __init__(self, blobs: BlobStore, max_links: int = 1000, simhash_max_chars: int = 2_000_000) -> None:
+    def __init__(self, blobs: BlobStore, max_links: int = 1000, simhash_max_chars: int = 2_000_000,
+                 main_text: MainText | None = None) -> None:
         self.blobs = blobs
         self.max_links = max_links
         self.simhash_max_chars = simhash_max_chars
+        self.main_text = main_text
 
     async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
         if not isinstance(message, FetchResult):
@@ -97,7 +108,7 @@ class ParserHandler(StatelessHandler):
             # An inline body is decoded in the same worker call that parses it: one thread hop per page.
             body = decode_page(gz) if gz is not None else fetched
             t0 = time.perf_counter()
-            page, outcome = build_page(message, body, self.max_links, self.simhash_max_chars)
+            page, outcome = build_page(message, body, self.max_links, self.simhash_max_chars, self.main_text)
             return body, page, outcome, time.perf_counter() - t0
 
         if not is_html(message.content_type) and may_be_sitemap(message.url, message.content_type):

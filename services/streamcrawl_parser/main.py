@@ -8,13 +8,14 @@ from streamcrawl_contracts.topics import FETCH_RESULTS
 from streamcrawl_runtime.connect import blob_store, s3_check
 from streamcrawl_runtime.service import Wiring, run_service
 
+from streamcrawl_parser.extract import main_text
 from streamcrawl_parser.handler import ParserHandler
 from streamcrawl_parser.settings import ParserSettings
 
 
 def build(settings: ParserSettings) -> Wiring:
     blobs = blob_store(settings.stack)
-    handler = ParserHandler(blobs, settings.max_links_per_page, settings.simhash_max_chars)
+    handler = ParserHandler(blobs, settings.max_links_per_page, settings.simhash_max_chars, main_text)
     return Wiring(handler, {FETCH_RESULTS.name: FetchResult},
                   loop={"max_in_flight": settings.max_in_flight,
                         "resume_below": max(1, settings.max_in_flight // 2)},

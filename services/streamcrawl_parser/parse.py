@@ -62,6 +62,7 @@ class ParseOutcome:
     links_dropped: dict[str, int] = field(default_factory=dict)  # reason → count
     links_capped: int = 0
     unavailable_after: datetime | None = None  # the earliest unavailable_after that applies to us
+    html: str = field(default="", repr=False)  # the decoded document (for the main-content extractor)
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,7 @@ def parse_html(body: bytes, url: str, content_type: str | None = None, x_robots_
     root = _parse_tree(text)
     if root is None:
         return ParseOutcome(noindex=header.noindex, nofollow=header.nofollow, charset=charset,
-                            unavailable_after=header.unavailable_after)
+                            unavailable_after=header.unavailable_after, html=text)
 
     base = url
     for el in root.iter("base"):
@@ -250,7 +251,7 @@ def parse_html(body: bytes, url: str, content_type: str | None = None, x_robots_
     body_el = next(root.iter("body"), None)
     visible = _collapse(" ".join((body_el if body_el is not None else root).itertext()))
     return ParseOutcome(links, canonical, title, visible, noindex, nofollow, charset, dict(dropped), capped,
-                        directives.unavailable_after)
+                        directives.unavailable_after, text)
 
 
 def _parse_tree(text: str) -> etree._Element | None:

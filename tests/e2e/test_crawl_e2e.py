@@ -20,7 +20,7 @@ from streamcrawl_runtime.connect import minio_client
 from streamcrawl_runtime.s3_blobs import S3BlobStore
 from streamcrawl_synthweb.generator import generate
 from streamcrawl_synthweb.log import LogEntry, load_log, politeness_violations, server_holds
-from streamcrawl_synthweb.model import PROFILES
+from streamcrawl_synthweb.model import PROFILES, TEMPLATE_PAGES
 from streamcrawl_synthweb.truth import normalize_url
 
 from tests.e2e.warc_check import check_warc
@@ -201,6 +201,15 @@ def check_published(crawl: Crawl, entries: list[LogEntry]) -> list[dict]:
     for group in truth.exact_duplicates:
         published = [u for u in group if u in urls]
         assert len(published) <= 1, f"exact duplicates published twice: {published}"
+    # near duplicates (a one-word edit in a long article) are caught on their main content ...
+    for group in truth.near_duplicates:
+        published = [u for u in group if u in urls]
+        assert len(published) <= 1, f"near duplicates published twice: {published}"
+    # ... and pages sharing a 1,500-word template with 50-word bodies are not: every one is published
+    for host in web.hosts_of_kind("template_heavy"):
+        mine = {u for u in truth.canonical_pages if u.startswith(web.origin(host) + "/")}
+        merged = sorted(mine - set(urls))
+        assert len(mine) == TEMPLATE_PAGES and not merged, f"template pages merged: {merged[:5]}"
     # the messages carry readable blobs whose hash matches
     store = S3BlobStore(minio_client(crawl.settings), crawl.settings.s3_bucket)
     import hashlib

@@ -24,6 +24,7 @@ from streamcrawl_synthweb.model import (
     NORMAL,
     PROFILES,
     SPECIAL_KINDS,
+    TEMPLATE_PAGES,
     Host,
     Link,
     Page,
@@ -78,8 +79,10 @@ def _cross(rng: random.Random, n_hosts: int, me: int, count: int) -> list[Link]:
     return out
 
 
-def _base_pages(rng: random.Random, index: int, n_hosts: int, profile: Profile) -> dict[str, Page]:
+def _base_pages(rng: random.Random, index: int, n_hosts: int, profile: Profile, kind: str = NORMAL) -> dict[str, Page]:
     n = max(4, rng.randint(*profile.pages_per_host))
+    if kind == "template_heavy":
+        n = TEMPLATE_PAGES
     key0 = index * 10_000
     pages: dict[str, Page] = {}
     for k in range(n):
@@ -220,7 +223,7 @@ def generate(n_hosts: int, seed: int, profile: Profile | str = "default", port: 
     hosts = []
     for i, kind in enumerate(kinds):
         rng = random.Random(f"host:{seed}:{i}")
-        pages = _base_pages(rng, i, n_hosts, prof)
+        pages = _base_pages(rng, i, n_hosts, prof, kind)
         _add_special(kind, pages, i * 10_000 + 5_000)
         hosts.append(Host(index=i, name=host_name(i, n_hosts), ip=host_ip(i), kind=kind, pages=pages))
     return SynthWeb(

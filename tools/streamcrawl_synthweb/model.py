@@ -47,7 +47,11 @@ OTHER_KINDS = (
     "changing",
     "dns_nxdomain",
     "dns_servfail",
+    # TEMPLATE_PAGES pages sharing a ~1,500-word template (nav, sidebar, footer) with ~50-word bodies of
+    # their own: near-duplicate detection must not merge them (issue 11)
+    "template_heavy",
 )
+TEMPLATE_PAGES = 50
 SPECIAL_KINDS: tuple[str, ...] = ROBOTS_KINDS + TRAP_KINDS + OTHER_KINDS
 ALL_KINDS: tuple[str, ...] = (NORMAL, *SPECIAL_KINDS)
 ROBOTS_UNAVAILABLE_KINDS = frozenset({"robots_500", "robots_503", "robots_timeout"})

@@ -76,7 +76,7 @@ _CHARSET_TEXT = {
     "utf-8": "Ünïcödé text, encoding not declared: ✓ ñ ß €.",
 }
 _CHARSET_LABEL = {"iso-8859-1": "ISO-8859-1", "shift_jis": "Shift_JIS", "windows-1251": "windows-1251"}
-_ADS = ("Buy more streams today!", "Subscribe for daily crawl tips.")
+_ADS = ("Buy more streams today!", "Buy more streams tonight!")  # near-duplicates differ by one word
 
 
 @dataclass(frozen=True)
@@ -188,7 +188,9 @@ def render_page(web: SynthWeb, host: Host, page: Page, version: int = 0, sid: st
         head.append(f'<link rel="canonical" href="{web.url(host, page.path)}">')
     if page.meta_robots:
         head.append(f'<meta name="robots" content="{page.meta_robots}">')
-    paras = _sentences(page.body_key, 4)
+    # a near-duplicate host's articles are long, as real ones are: SimHash's 3-bit threshold is meant for
+    # a small edit (a date, an advert line) in a long text, not in four sentences
+    paras = _sentences(page.body_key, 40 if host.kind == "dup_near" else 4)
     if page.charset != "utf-8" or page.charset_via == "none":
         paras.insert(0, _CHARSET_TEXT[page.charset])
     if page.body_key and page.path.startswith(("/p/", "/print/")) and host.kind == "dup_near":
@@ -200,11 +202,47 @@ def render_page(web: SynthWeb, host: Host, page: Page, version: int = 0, sid: st
     body = "".join(f"<p>{html.escape(p)}</p>\n" for p in paras)
     body += _links_html([_href(web, link, sid) for link in page.links])
     title = f"Page {page.body_key}"
-    text = _doc(title, "".join(head), body)
+    if host.kind == "template_heavy":
+        text = _templated(title, "".join(head), host.index, page.body_key, body)
+    else:
+        text = _doc(title, "".join(head), body)
     ctype = "text/html"
     if page.charset_via == "header":
         ctype = f"text/html; charset={_CHARSET_LABEL.get(charset, charset)}"
     return Rendered(text.encode(charset), ctype)
+
+
+def _pseudo_words(rng: random.Random, n: int) -> list[str]:
+    """Pronounceable made-up words from a large space (a real text's vocabulary, not _WORDS' 39 words)."""
+    consonants, vowels = "bcdfghjklmnprstvwz", "aeiou"
+    return ["".join(rng.choice(consonants) + rng.choice(vowels) for _ in range(rng.randint(2, 4)))
+            for _ in range(n)]
+
+
+def _prose(rng: random.Random, words: int) -> str:
+    out = _pseudo_words(rng, words)
+    return " ".join(out).capitalize() + "."
+
+
+def _templated(title: str, head: str, host_index: int, body_key: int, links_and_paras: str) -> str:
+    """A page of a template-heavy site: the same ~1,500 words of header, navigation, sidebar and footer on
+    every page of the host, around an article of its own: a ~50-word body (from a large vocabulary) plus
+    the page's links. Only the article differs from page to page."""
+    rng = random.Random(f"template:{host_index}")
+    nav = "".join(f'<li><a href="/">{w}</a></li>' for w in _pseudo_words(rng, 60))
+    aside = "".join(f"<p>{html.escape(_prose(rng, 100))}</p>\n" for _ in range(6))
+    footer = "".join(f"<p>{html.escape(_prose(rng, 105))}</p>\n" for _ in range(8))
+    article = html.escape(_prose(random.Random(f"article:{body_key}"), 50))
+    # the page's own links stay in the article (related pages); the old filler paragraphs are dropped
+    links = links_and_paras[links_and_paras.find("<ul>"):] if "<ul>" in links_and_paras else ""
+    return (
+        f"<!DOCTYPE html>\n<html><head>{head}<title>{html.escape(title)}</title></head>\n<body>\n"
+        f'<header><div class="logo">Site {host_index}</div><nav class="menu"><ul>{nav}</ul></nav></header>\n'
+        f'<div class="layout"><main><article><h1>{html.escape(title)}</h1>\n'
+        f"<p>{article}</p>\n{links}</article></main>\n"
+        f'<aside class="sidebar">{aside}</aside></div>\n<footer class="site-footer">{footer}</footer>\n'
+        "</body></html>\n"
+    )
 
 
 def render_calendar(year: int, month: int) -> Rendered:

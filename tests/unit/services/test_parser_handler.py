@@ -36,10 +36,13 @@ def _handle(handler: ParserHandler, msg: FetchResult) -> list[ParsedPage]:
     return [o.value for o in outs]  # type: ignore[misc]
 
 
+BODY_WORDS = " ".join(f"word{i} alpha{i % 7}" for i in range(20))
+
+
 def test_html_page_is_parsed() -> None:
     blobs = MemoryBlobStore()
     body = (b"<html><head><title>T</title><link rel=canonical href=/c></head><body>"
-            b"<p>some words to hash here</p><a href=/a>a</a></body></html>")
+            b"<p>" + BODY_WORDS.encode() + b"</p><a href=/a>a</a></body></html>")
     msg = _result(blobs, body, "text/html; charset=utf-8", x_robots_tag="noindex")
     (page,) = _handle(ParserHandler(blobs), msg)
     assert page.url == URL and page.url_fp == 7 and page.depth == 2 and page.http_status == 200
@@ -47,9 +50,16 @@ def test_html_page_is_parsed() -> None:
     # the canonical is queued like a link, so the canonical page itself is crawled
     assert page.out_links == ["http://site.test/a", "http://site.test/c"] and page.noindex and not page.nofollow
     assert page.content_hash == msg.content_hash and page.storage_key == msg.storage_key
-    assert page.charset == "utf-8" and page.etag == '"e"' and page.text_length == len("some words to hash here a")
+    assert page.charset == "utf-8" and page.etag == '"e"' and page.text_length == len(BODY_WORDS + " a")
     assert page.simhash is not None and -(1 << 63) <= page.simhash < (1 << 63)
-    assert from_signed64(page.simhash) == simhash("some words to hash here a")
+    assert from_signed64(page.simhash) == simhash(BODY_WORDS + " a")  # no extractor wired: the visible text
+
+
+def test_a_thin_page_gets_no_simhash() -> None:
+    blobs = MemoryBlobStore()
+    body = b"<html><body><p>some words to hash here</p></body></html>"
+    (page,) = _handle(ParserHandler(blobs), _result(blobs, body, "text/html"))
+    assert page.simhash is None and page.text_length > 0  # too little distinct text to compare
 
 
 def test_non_html_gives_page_without_links() -> None:

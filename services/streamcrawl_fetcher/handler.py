@@ -55,7 +55,7 @@ from streamcrawl_core.lease import Replay, interrupted_fetch_s, may_send, replay
 from streamcrawl_core.politeness import parse_retry_after
 from streamcrawl_core.redirects import MAX_REDIRECT_HOPS, redirect_verdict
 from streamcrawl_core.traps import is_soft404, soft404_echoes, soft404_probe_path, soft404_signature
-from streamcrawl_core.urls import UrlError, host_of, normalize, origin_of
+from streamcrawl_core.urls import UrlError, host_of, origin_of
 from streamcrawl_runtime.ports.blobs import BlobStore
 from streamcrawl_runtime.ports.loop import Output, Record, StatelessHandler
 from streamcrawl_runtime.ports.state import FetcherState, FetchOutcome, LeaseMarks

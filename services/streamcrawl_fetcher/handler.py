@@ -61,7 +61,7 @@ from streamcrawl_runtime.ports.loop import Output, Record, StatelessHandler
 from streamcrawl_runtime.ports.state import FetcherState, FetchOutcome, LeaseMarks
 
 from streamcrawl_fetcher.archive import archive_result, sitemap_candidates
-from streamcrawl_fetcher.outcomes import redirect_candidate, url_status
+from streamcrawl_fetcher.outcomes import kept_status, redirect_candidate, url_status
 from streamcrawl_fetcher.ports import AddressNotAllowed, DnsError, Http, HttpResponse, NetworkError
 from streamcrawl_fetcher.robots_cache import NO_SOFT404, RobotsCache
 from streamcrawl_fetcher.settings import DEFAULT_INLINE_BODY_MAX_BYTES
@@ -138,10 +138,13 @@ class FetcherHandler(StatelessHandler):
                 return ()
         result = await self.fetch(message, maybe_replay=not record.fresh, lease=lease)
         status = url_status(result.outcome)
+        # A 304's revisit names the last capture's payload, and a 304 keeps the URL's status (a noindex page
+        # stays unpublished, an alias stays one): read before the status write below moves it.
+        prev = await self.state.url_get(message.host, message.url_fp) if result.outcome == "not_modified" else None
+        if prev is not None:
+            status = kept_status(prev.status)
         archived = None
         if self.policy.warc and status is not None and result.exchange is not None:
-            # A 304's revisit names the last capture's payload: read before the status write below moves it.
-            prev = await self.state.url_get(message.host, message.url_fp) if result.outcome == "not_modified" else None
             archived = archive_result(result, prev.content_hash if prev else None, prev.fetched_at if prev else None)
         if result.outcome != "lease_expired":
             # Durable before the result is produced (the offset is committed only after that); the outcome

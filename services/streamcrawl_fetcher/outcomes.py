@@ -25,6 +25,16 @@ def url_status(outcome: str) -> str | None:
     return None if outcome in NO_URL_STATUS else URL_STATUS.get(outcome, "error")
 
 
+#: Statuses of a URL whose body was taken in (dedup's): a 304 leaves them as they are.
+BODY_STATUSES = frozenset({"fetched", "noindex", "duplicate", "sitemap"})
+
+
+def kept_status(prev: str | None) -> str:
+    """A 304's url_state status, given the URL's last one: unchanged for a page dedup recorded (noindex,
+    duplicate, sitemap, fetched), else "fetched"."""
+    return prev if prev in BODY_STATUSES else "fetched"
+
+
 def redirect_candidate(res: FetchResult) -> list[Output]:
     """The redirect's target as a candidate for its own host's seen-set (a URL of its own: it goes
     through dedup and the frontier like any link), depth unchanged, its redirect chain grown by this URL

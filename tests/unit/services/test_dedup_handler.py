@@ -686,6 +686,15 @@ def test_pages_with_an_exchange_go_to_the_warc_writer_which_publishes_them() -> 
     assert dup.page is None and dup.revisit_of is not None and dup.revisit_of.url == url
 
 
+def test_a_noindex_page_is_archived_as_a_response_and_never_published() -> None:
+    rig = Rig()
+    page = _with_exchange(_noindex("http://w.test/n", "d" * 64, links=["http://w.test/1"]), "n1")
+    outs = rig.run(rig.h.handle(rec("w.test"), page))
+    (record,) = _archived(outs)
+    assert record.page is None and record.revisit_of is None and record.url == "http://w.test/n"
+    assert published(outs) == [] and any(o.topic == URL_CANDIDATES for o in outs)
+
+
 def test_without_the_warc_writer_dedup_publishes_page_fetched_itself() -> None:
     rig = Rig()
     rig.h.warc = False

@@ -975,6 +975,19 @@ def test_other_outcomes_record_only_the_status(rig: Rig, status: int, expected: 
     assert rig.extra == []
 
 
+@pytest.mark.parametrize(("before", "after"), [("noindex", "noindex"), ("duplicate", "duplicate"),
+                                               ("sitemap", "sitemap"), ("error", "fetched"), (None, "fetched")])
+def test_a_304_keeps_the_status_dedup_gave_the_page(rig: Rig, before: str | None, after: str) -> None:
+    """A noindex page answered 304 on a recrawl stays noindex (never published), an alias stays one."""
+    rig.allow_all()
+    rig.web.routes["/p"] = Reply(304, b"")
+    req = rig.request("/p")
+    st = rig.state.urls.setdefault((HOST, req.url_fp), UrlState(HOST, req.url_fp, req.url, 0, before, 200,
+                                                                 content_hash="h1", fetch_count=1))
+    assert rig.run(req).outcome == "not_modified"
+    assert (st.status, st.http_status) == (after, 304)
+
+
 def test_robots_disallowed_is_recorded_and_fetched_pages_are_left_to_dedup(rig: Rig) -> None:
     asyncio.run(rig.state.host_put_robots(HOST, 200, "User-agent: *\nDisallow: /private/\n", time.time(), None))
     asyncio.run(rig.state.host_put_soft404(HOST, "none"))

@@ -61,7 +61,7 @@ from streamcrawl_runtime.ports.loop import Output, Record, StatelessHandler
 from streamcrawl_runtime.ports.state import FetcherState, FetchOutcome, LeaseMarks
 
 from streamcrawl_fetcher.archive import archive_result, sitemap_candidates
-from streamcrawl_fetcher.outcomes import kept_status, redirect_candidate, url_status
+from streamcrawl_fetcher.outcomes import kept_status, redirect_candidate, shown_url, url_status
 from streamcrawl_fetcher.ports import AddressNotAllowed, DnsError, Http, HttpResponse, NetworkError
 from streamcrawl_fetcher.robots_cache import NO_SOFT404, RobotsCache
 from streamcrawl_fetcher.settings import DEFAULT_INLINE_BODY_MAX_BYTES
@@ -151,8 +151,8 @@ class FetcherHandler(StatelessHandler):
             # row (the host view's last outcomes) goes in the same request, and so does the URL's status for
             # an outcome that leaves nothing to parse (the state adapter batches concurrent writes). A replay
             # writes the same again.
-            outcome = FetchOutcome(result.ended_at or self.clock(), message.url, result.outcome, result.status,
-                                   round(result.fetch_s * 1000.0, 3))
+            outcome = FetchOutcome(result.ended_at or self.clock(), shown_url(message.url), result.outcome,
+                                   result.status, round(result.fetch_s * 1000.0, 3))
             writes = [self.state.host_put_fetched_lease(message.host, message.lease_id, outcome)]
             if status is not None:
                 writes.append(self.state.url_put_outcome(message.host, message.url_fp, message.url, message.depth,

@@ -35,6 +35,17 @@ def kept_status(prev: str | None) -> str:
     return prev if prev in BODY_STATUSES else "fetched"
 
 
+#: The most of a URL the host view's outcome row keeps: that row goes out in one batch with the lease mark,
+#: and Cassandra refuses a batch over 50 KiB, so a bogus 64 KB URL (a hostile-corpus case) would make the
+#: write fail and the request be handled again as a possible replay.
+SHOWN_URL_CHARS = 2048
+
+
+def shown_url(url: str) -> str:
+    """``url`` as the host view lists it: cut to SHOWN_URL_CHARS, marked with "…" when cut."""
+    return url if len(url) <= SHOWN_URL_CHARS else url[:SHOWN_URL_CHARS - 1] + "…"
+
+
 def redirect_candidate(res: FetchResult) -> list[Output]:
     """The redirect's target as a candidate for its own host's seen-set (a URL of its own: it goes
     through dedup and the frontier like any link), depth unchanged, its redirect chain grown by this URL

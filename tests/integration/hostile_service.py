@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from streamcrawl_contracts.messages import Envelope, FetchRequest, FetchResult
-from streamcrawl_contracts.topics import Key, TopicSpec
+from streamcrawl_contracts.topics import FETCH_RESULTS, PARSED, Key, TopicSpec
 from streamcrawl_runtime.connect import blob_store, crawl_state
 from streamcrawl_runtime.kafka_loop import LoopConfig, RunLoop
 from streamcrawl_runtime.ports.loop import Handler, Output, Record
@@ -28,11 +28,16 @@ FETCHER_ENV = {"allowed_networks": "127.0.0.0/8", "connect_timeout_s": 2.0, "rea
 
 
 class Wrapped:
-    def __init__(self, inner: Handler, to: TopicSpec, ready: Path) -> None:
-        self.inner, self.to, self.ready = inner, to, ready
+    """Sends the service's outputs on the topic under test (`only`: fetch_results, parsed) to the test's
+    topic; the others (a redirect's or a robots.txt's candidates, WARC archive records) are dropped, so they
+    neither land on the test's topic nor pollute the shared ones."""
+
+    def __init__(self, inner: Handler, to: TopicSpec, only: TopicSpec, ready: Path) -> None:
+        self.inner, self.to, self.only, self.ready = inner, to, only, ready
 
     async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
-        return [Output(self.to, o.key, o.value) for o in await self.inner.handle(record, message)]
+        return [Output(self.to, o.key, o.value) for o in await self.inner.handle(record, message)
+                if o.topic.name == self.only.name]
 
     async def on_assign(self, partitions: list[int]) -> None:
         await self.inner.on_assign(partitions)
@@ -63,14 +68,16 @@ async def main(service: str, src: str, dst: str, group: str, ready: Path, dns_po
         settings = FetcherSettings(dns_server="127.0.0.1", dns_port=dns_port, **FETCHER_ENV)  # type: ignore[arg-type]
         handler = build_handler(settings, crawl_state(stack), blob_store(stack))
         model: type[Envelope] = FetchRequest
+        only = FETCH_RESULTS
     else:
         from streamcrawl_parser.extract import main_text
         from streamcrawl_parser.handler import ParserHandler
 
         handler = ParserHandler(blob_store(stack), main_text=main_text)
         model = FetchResult
+        only = PARSED
     loop = RunLoop(LoopConfig(f"{service}-hostile", group, {src: model}, stack.kafka_bootstrap, max_in_flight=16,
-                              resume_below=8, mark_fresh=service == "fetcher"), Wrapped(handler, out, ready))
+                              resume_below=8, mark_fresh=service == "fetcher"), Wrapped(handler, out, only, ready))
     await loop.run(install_signals=True)
     print(json.dumps({"peak_rss_kib": peak_rss_kib()}), flush=True)
 

@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from streamcrawl_contracts.messages import FetchRequest, FetchResult
-from streamcrawl_contracts.topics import Key, TopicSpec
+from streamcrawl_contracts.topics import FETCH_RESULTS, Key, TopicSpec
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_fetcher.main import build_handler as build_fetcher
 from streamcrawl_fetcher.settings import FetcherSettings
@@ -53,7 +53,7 @@ def test_default_guard_blocks_public_names_resolving_inside(stack, crawl_cql, s3
     state = CassandraCrawlState(crawl_cql)
     fetcher = build_fetcher(settings, state=state, blobs=S3BlobStore(s3, stack.s3_bucket))
     loop = RunLoop(LoopConfig("fetcher-ssrf", f"fetcher-ssrf-{unique}", {req_t: FetchRequest}, stack.kafka_bootstrap,
-                              max_in_flight=8, resume_below=4), Redirect(fetcher, res_spec))
+                              max_in_flight=8, resume_below=4), Redirect(fetcher, res_spec, FETCH_RESULTS))
     prod = Producer({"bootstrap.servers": stack.kafka_bootstrap, "partitioner": "murmur2_random"})
     urls = {name: f"http://{name}:{web.port}/" for name in names}
 

@@ -988,6 +988,14 @@ def test_a_304_keeps_the_status_dedup_gave_the_page(rig: Rig, before: str | None
     assert (st.status, st.http_status) == (after, 304)
 
 
+def test_the_host_views_outcome_row_keeps_at_most_2048_chars_of_a_url() -> None:
+    from streamcrawl_fetcher.outcomes import SHOWN_URL_CHARS, shown_url
+
+    assert shown_url("http://a.test/x") == "http://a.test/x"
+    long = "http://a.test/?" + "a" * 65536
+    assert len(shown_url(long)) == SHOWN_URL_CHARS and shown_url(long).endswith("…")
+
+
 def test_robots_disallowed_is_recorded_and_fetched_pages_are_left_to_dedup(rig: Rig) -> None:
     asyncio.run(rig.state.host_put_robots(HOST, 200, "User-agent: *\nDisallow: /private/\n", time.time(), None))
     asyncio.run(rig.state.host_put_soft404(HOST, "none"))

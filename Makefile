@@ -21,7 +21,8 @@ IMAGE        ?= streamcrawl:0.1.0
         lint schemas schemas-check run bench-core bench-crawl bench-idle clean helm helm-check image browser screenshot
 
 help:
-	@echo "make run            start the stack and every service, crawl the bundled synthetic web (Ctrl-C stops)"
+	@echo "make run            start the stack and every service, crawl the bundled synthetic web (Ctrl-C stops);"
+	@echo "                    INSTANCES=3 runs 3 instances of each service"
 	@echo "make test           install deps, start the stack, run unit + integration + e2e tests"
 	@echo "make stack-up|stack-down|stack-status|stack-reset"
 	@echo "make lint           ruff + mypy + schema drift check"

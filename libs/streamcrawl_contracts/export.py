@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from streamcrawl_contracts.messages import MODELS
-from streamcrawl_contracts.topics import ALL_TOPICS
+from streamcrawl_contracts.topics import ALL_TOPICS, DEFAULT_PARTITIONS
 
 OUT = Path(__file__).resolve().parents[2] / "schemas" / "json"
 
@@ -16,8 +16,11 @@ OUT = Path(__file__).resolve().parents[2] / "schemas" / "json"
 def render() -> dict[str, str]:
     files = {f"{name}.schema.json": json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n"
              for name, model in MODELS.items()}
-    topics = [{"name": t.name, "key": t.key.value, "partitions": t.partitions, "retention_ms": t.retention_ms,
-               "description": t.description} for t in ALL_TOPICS]
+    # A host-keyed topic's count is the deployment's STREAMCRAWL_PARTITIONS (shown with its default).
+    topics = [{"name": t.name, "key": t.key.value,
+               "partitions": t.fixed_partitions if t.fixed_partitions is not None
+               else {"setting": "STREAMCRAWL_PARTITIONS", "default": DEFAULT_PARTITIONS},
+               "retention_ms": t.retention_ms, "description": t.description} for t in ALL_TOPICS]
     files["topics.json"] = json.dumps(topics, indent=2) + "\n"
     return files
 

@@ -313,6 +313,22 @@ class Frontier:
         if h.state in (READY, WAITING):
             self._schedule(h)
 
+    def forget(self, host: str) -> bool:
+        """Drop an idle host (nothing queued, delayed or in flight) from memory; its timer and back-off
+        are the caller's to keep (the service has them in durable storage and restores them with
+        ``restore_host`` when the host comes back). False, and no change, if the host is not idle."""
+        h = self._hosts.get(host)
+        if h is None:
+            return True
+        if h.state == IN_FLIGHT or h.queues[0] or h.queues[1] or h.delayed:
+            return False
+        if h.state == READY:
+            self._unslot(h)
+        h.epoch += 1  # its timer entry, if any, is stale from now on
+        h.state = IDLE
+        del self._hosts[host]
+        return True
+
     def next_wakeup(self) -> float | None:
         """Earliest time ``next`` may return an item (a lower bound); None if only ``done`` can help."""
         if self._ready[0] or self._ready[1]:

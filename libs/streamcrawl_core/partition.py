@@ -13,7 +13,7 @@ partition (and therefore which consumer) owns a host without asking the broker.
 
 from __future__ import annotations
 
-__all__ = ["host_key", "murmur2", "partition_for"]
+__all__ = ["HOST_BUCKETS", "host_bucket", "host_key", "murmur2", "partition_for"]
 
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
@@ -80,3 +80,15 @@ def host_key(host: str) -> str:
     if not key:
         raise ValueError("empty host")
     return key
+
+
+#: Buckets each partition's host index is spread over (the frontier's frontier_hosts table), so that no
+#: single Cassandra partition holds every host of a Kafka partition: at 50M hosts and 64 partitions a bucket
+#: holds ~12k host names (~0.5 MB).
+HOST_BUCKETS = 64
+
+
+def host_bucket(host: str, buckets: int = HOST_BUCKETS) -> int:
+    """The bucket (0..buckets-1) of ``host`` within its partition's host index. Independent of the
+    partition (murmur2 with the bytes reversed), so a partition's hosts spread over every bucket."""
+    return (murmur2(host.encode("utf-8", "surrogatepass")[::-1]) & 0x7FFFFFFF) % buckets

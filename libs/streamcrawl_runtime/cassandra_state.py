@@ -1,5 +1,5 @@
-"""The crawl state in Cassandra (url_state, host_state, frontier_queue, due_index, content_index,
-simhash_blocks): the adapter of the `CrawlState` port (streamcrawl_runtime.ports.state), with prepared
+"""The crawl state in Cassandra (url_state, host_state, frontier_host_queue + frontier_hosts, due_index,
+content_index, simhash_blocks): the adapter of the `CrawlState` port (streamcrawl_runtime.ports.state), with prepared
 statements on the `CqlSession` port. Every write is an idempotent upsert (or delete); writes of one
 message often go as one unlogged batch (one round trip), not atomic, so callers say how a replay
 repairs a batch that landed in part.
@@ -11,9 +11,9 @@ from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any
 
-from streamcrawl_contracts.topics import HOST_PARTITIONS
+from streamcrawl_contracts.topics import DEFAULT_PARTITIONS
 from streamcrawl_core.neardup import block_rows, candidate_keys, signed64
-from streamcrawl_core.partition import partition_for
+from streamcrawl_core.partition import host_bucket, partition_for
 
 from streamcrawl_runtime.cql_coalesce import WriteCoalescer
 from streamcrawl_runtime.ports.cql import CqlSession
@@ -25,6 +25,7 @@ from streamcrawl_runtime.ports.state import (
     LeaseMarks,
     PartitionSummary,
     QueuedUrl,
+    QueueKey,
     UrlState,
 )
 
@@ -42,21 +43,37 @@ def epoch(value: datetime | None) -> float | None:
 
 
 DUE_BUCKET_S = 3600
+#: Every priority a queued URL can have (UrlMessage.priority): a delete of a URL whose priority is unknown
+#: names them all.
+PRIORITIES = tuple(range(10))
+#: Rows per page of the frontier's paged reads (queue heads, host index buckets).
+PAGE_SIZE = 1000
 
 
 class CassandraCrawlState:
-    def __init__(self, session: CqlSession) -> None:
+    def __init__(self, session: CqlSession, partitions: int = DEFAULT_PARTITIONS) -> None:
         self.s = session
+        # STREAMCRAWL_PARTITIONS: due_by_part rows are keyed by the host's Kafka partition.
+        self.partitions = partitions
         # Per-row writes of concurrent handlers go out together (group commit: cql_coalesce); reads, the
         # content claim (a lightweight transaction) and the large robots.txt write stay single requests.
         self._w = WriteCoalescer(session)
         p = str  # a statement is its CQL text: the session prepares each text once, on first use
-        self._q_put = p("INSERT INTO frontier_queue (part, host, url_fp, url, priority, kind, not_before, depth,"
-                        " enqueued_at, redirect_chain) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-        self._q_del = p("DELETE FROM frontier_queue WHERE part = ? AND host = ? AND url_fp = ?")
+        # The frontier's queue: a partition per host (its budget bounds it), and an index of the hosts with
+        # queued URLs per Kafka partition and bucket (streamcrawl_core.partition.host_bucket).
+        self._q_put = p("INSERT INTO frontier_host_queue (host, priority, url_fp, url, kind, not_before, depth,"
+                        " enqueued_at, redirect_chain) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        self._q_del = p("DELETE FROM frontier_host_queue WHERE host = ? AND priority = ? AND url_fp = ?")
+        self._q_del_any = p("DELETE FROM frontier_host_queue WHERE host = ? AND priority IN ? AND url_fp = ?")
+        _cols = "host, priority, url_fp, url, kind, not_before, depth, enqueued_at, redirect_chain"
+        self._q_head = p(f"SELECT {_cols} FROM frontier_host_queue WHERE host = ? LIMIT ?")
+        self._q_head_after = p(f"SELECT {_cols} FROM frontier_host_queue WHERE host = ?"
+                               " AND (priority, url_fp) > (?, ?) LIMIT ?")
+        self._i_put = p("INSERT INTO frontier_hosts (part, bucket, host) VALUES (?, ?, ?)")
+        self._i_del = p("DELETE FROM frontier_hosts WHERE part = ? AND bucket = ? AND host = ?")
+        self._i_page = p("SELECT host FROM frontier_hosts WHERE part = ? AND bucket = ? LIMIT ?")
+        self._i_page_after = p("SELECT host FROM frontier_hosts WHERE part = ? AND bucket = ? AND host > ? LIMIT ?")
         self._u_done = p("UPDATE url_state SET frontier_done_at = ? WHERE host = ? AND url_fp = ?")
-        self._q_load = p("SELECT host, url_fp, url, priority, kind, not_before, depth, enqueued_at, redirect_chain"
-                         " FROM frontier_queue WHERE part = ?")
         self._h_get = p("SELECT * FROM host_state WHERE host = ?")
         self._h_lease_get = p("SELECT lease_id, fetched_lease, started_lease, started_at FROM host_state"
                               " WHERE host = ?")
@@ -114,28 +131,54 @@ class CassandraCrawlState:
         """Idempotent writes sent as one unlogged batch: one round trip, no batch log."""
         await self.s.execute_unlogged(statements)
 
-    # ---------------------------------------------------------------- frontier_queue
-    async def queue_put(self, item: QueuedUrl) -> None:
-        await self._w.write([(self._q_put, (item.part, item.host, item.url_fp, item.url, item.priority, item.kind,
-                                            ts(item.not_before), item.depth, ts(item.enqueued_at),
-                                            list(item.redirect_chain) or None))])
+    # ---------------------------------------------------------------- frontier queue
+    # Per-row idempotent writes go through the write coalescer (one request for the writes of one
+    # event-loop turn); the paged reads are single statements.
+    def _queue_write(self, item: QueuedUrl) -> _Write:
+        return self._q_put, (item.host, item.priority, item.url_fp, item.url, item.kind, ts(item.not_before),
+                             item.depth, ts(item.enqueued_at), list(item.redirect_chain) or None)
 
-    async def queue_delete(self, part: int, host: str, url_fp: int) -> None:
-        await self._w.write([(self._q_del, (part, host, url_fp))])
+    async def queue_put(self, item: QueuedUrl, index_host: bool = True) -> None:
+        writes = [self._queue_write(item)]
+        if index_host:
+            writes.append((self._i_put, (item.part, host_bucket(item.host), item.host)))
+        await self._w.write(writes)
 
-    def _finish_writes(self, part: int, host: str, url_fp: int, now: float) -> list[_Write]:
-        return [(self._q_del, (part, host, url_fp)), (self._u_done, (ts(now), host, url_fp))]
+    def _delete_write(self, host: str, priority: int | None, url_fp: int) -> _Write:
+        if priority is None:
+            return self._q_del_any, (host, list(PRIORITIES), url_fp)
+        return self._q_del, (host, priority, url_fp)
 
-    async def queue_finish(self, part: int, host: str, url_fp: int, now: float) -> None:
-        """Drop the queue row and mark the URL done, in one unlogged batch (one round trip): both rows
-        are idempotent, so a half-applied batch is repaired by the replayed result."""
-        await self._w.write(self._finish_writes(part, host, url_fp, now))
+    async def queue_delete(self, part: int, host: str, priority: int | None, url_fp: int) -> None:
+        await self._w.write([self._delete_write(host, priority, url_fp)])
 
-    async def queue_load(self, part: int) -> list[QueuedUrl]:
-        rows = await self._exec(self._q_load, (part,), page_size=5000)
-        return [QueuedUrl(part, r.host, r.url_fp, r.url, 5 if r.priority is None else r.priority, r.kind or "discovery",
-                          epoch(r.not_before) or 0.0, r.depth or 0, epoch(r.enqueued_at) or 0.0,
-                          tuple(r.redirect_chain or ())) for r in rows]
+    def _finish_writes(self, host: str, priority: int | None, url_fp: int, now: float) -> list[_Write]:
+        return [self._delete_write(host, priority, url_fp), (self._u_done, (ts(now), host, url_fp))]
+
+    async def queue_finish(self, part: int, host: str, priority: int | None, url_fp: int, now: float) -> None:
+        """Drop the queue row and mark the URL done, in one unlogged batch (one round trip, one partition):
+        both rows are idempotent, so a half-applied batch is repaired by the replayed result."""
+        await self._w.write(self._finish_writes(host, priority, url_fp, now))
+
+    async def queue_head(self, host: str, after: QueueKey | None, limit: int) -> list[QueuedUrl]:
+        if after is None:
+            rows = await self._exec(self._q_head, (host, limit), page_size=min(limit, PAGE_SIZE))
+        else:
+            rows = await self._exec(self._q_head_after, (host, after.priority, after.url_fp, limit),
+                                    page_size=min(limit, PAGE_SIZE))
+        return [QueuedUrl(-1, r.host, r.url_fp, r.url, 5 if r.priority is None else r.priority,
+                          r.kind or "discovery", epoch(r.not_before) or 0.0, r.depth or 0,
+                          epoch(r.enqueued_at) or 0.0, tuple(r.redirect_chain or ())) for r in rows]
+
+    async def queue_hosts(self, part: int, bucket: int, after: str | None, limit: int) -> list[str]:
+        if after is None:
+            rows = await self._exec(self._i_page, (part, bucket, limit), page_size=min(limit, PAGE_SIZE))
+        else:
+            rows = await self._exec(self._i_page_after, (part, bucket, after, limit), page_size=min(limit, PAGE_SIZE))
+        return [str(r.host) for r in rows]
+
+    async def queue_unindex(self, part: int, host: str) -> None:
+        await self._w.write([(self._i_del, (part, host_bucket(host), host))])
 
     # ---------------------------------------------------------------- host_state
     async def host_get(self, host: str) -> HostState | None:
@@ -177,12 +220,12 @@ class CassandraCrawlState:
 
     async def host_politeness_and_finish(self, host: str, next_allowed_at: float, backoff_level: int,
                                          last_fetch_ms: float | None, crawl_delay_s: float | None,
-                                         part: int, url_fp: int, now: float) -> None:
+                                         part: int, priority: int | None, url_fp: int, now: float) -> None:
         """The host's timer (ending its lease), the queue row's delete and url_state.frontier_done_at:
-        one unlogged batch, one round trip."""
+        one unlogged batch, one round trip (all three rows are in the host's partitions)."""
         await self._w.write([
             (self._h_pol, (ts(next_allowed_at), backoff_level, last_fetch_ms, crawl_delay_s, host)),
-            *self._finish_writes(part, host, url_fp, now)])
+            *self._finish_writes(host, priority, url_fp, now)])
 
     async def host_put_lease(self, host: str, lease_id: str | None, url: str | None,
                              expires_at: float | None) -> None:
@@ -274,7 +317,7 @@ class CassandraCrawlState:
 
     # ---------------------------------------------------------------- due index
     def _due_write(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int) -> _Write:
-        return self._d_put, (partition_for(host, HOST_PARTITIONS), int(next_visit_at // DUE_BUCKET_S),
+        return self._d_put, (partition_for(host, self.partitions), int(next_visit_at // DUE_BUCKET_S),
                              ts(next_visit_at), host, url_fp, url, depth)
 
     async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None:
@@ -284,7 +327,7 @@ class CassandraCrawlState:
                         parts: Collection[int] | None = None) -> list[DueRow]:
         """Oldest first per (partition, hour); up to ``limit`` rows per partition, the earliest ``limit`` kept."""
         out: list[DueRow] = []
-        for part in sorted(range(HOST_PARTITIONS) if parts is None else parts):
+        for part in sorted(range(self.partitions) if parts is None else parts):
             got = 0
             for bucket in range(int(start // DUE_BUCKET_S), int(end // DUE_BUCKET_S) + 1):
                 rows = await self._exec(self._d_range, (part, bucket, ts(start), ts(end), limit - got))
@@ -295,7 +338,7 @@ class CassandraCrawlState:
         return sorted(out)[:limit]
 
     async def due_delete(self, next_visit_at: float, host: str, url_fp: int) -> None:
-        await self._w.write([(self._d_del, (partition_for(host, HOST_PARTITIONS), int(next_visit_at // DUE_BUCKET_S),
+        await self._w.write([(self._d_del, (partition_for(host, self.partitions), int(next_visit_at // DUE_BUCKET_S),
                                             ts(next_visit_at), host, url_fp))])
 
     # ---------------------------------------------------------------- control plane

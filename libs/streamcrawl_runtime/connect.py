@@ -32,7 +32,7 @@ def blocking_cql_session(settings: StackSettings, keyspace: str | None = None,
 
 
 def crawl_state(settings: StackSettings) -> CassandraCrawlState:
-    return CassandraCrawlState(crawl_cql_session(settings))
+    return CassandraCrawlState(crawl_cql_session(settings), settings.partitions)
 
 
 def minio_client(settings: StackSettings) -> Minio:

@@ -10,7 +10,17 @@
   to the dead-letter topic with the reason; the loop carries on. A TransientError (an engine is down) is
   retried with back-off and never dead-lettered.
 - Under backpressure (too many records in flight) the assigned partitions are paused, then resumed.
-- SIGTERM/SIGINT: stop polling, drain in-flight records, flush, commit, close.
+- Rebalances are incremental (Kafka 4's consumer group protocol, KIP-848, with the broker's range
+  assignor, which keeps partition i of every subscribed topic on one member: see loop_ownership): a
+  joining instance takes only the partitions it gets, and nothing else stops. A partition leaves an
+  instance only after its records in flight have finished (or, after `revoke_drain_s`, been cancelled:
+  a fetch request aborts), their outputs are flushed, their offsets committed and the handler's
+  on_revoke has run: the broker hands the partition to its next owner only once the revocation is
+  acknowledged, so two instances never work on one partition's keys at once. consume() runs in a worker
+  thread so that the rebalance callbacks it calls can wait for that work on the event loop.
+- SIGTERM/SIGINT: stop polling, drain in-flight records, flush, commit, run on_revoke for every owned
+  partition (the handler settles its state), leave the group: the partitions move at once, with no wait
+  for a session timeout.
 - Idle costs next to nothing: with no record in flight the loop blocks in the consumer's poll until a
   record arrives or the handler's next timed work is due (`Handler.tick_due`, e.g. the frontier's next
   politeness timer), at most `idle_wait_s`; it does not wake up on a fixed period to find nothing to do.
@@ -24,11 +34,11 @@ import logging
 import signal
 import time
 from collections import defaultdict, deque
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal, TypeVar
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
 from prometheus_client import Counter, Gauge, Histogram
 from pydantic import ValidationError
 from streamcrawl_contracts.messages import DeadLetter, Envelope
@@ -38,6 +48,7 @@ from streamcrawl_runtime.gctune import settle_heap
 from streamcrawl_runtime.health import Readiness
 from streamcrawl_runtime.kafka_producer import host_keyed_producer
 from streamcrawl_runtime.loop_offsets import PartitionOffsets
+from streamcrawl_runtime.loop_ownership import TP, Ownership
 from streamcrawl_runtime.metrics import Children
 from streamcrawl_runtime.ports.errors import is_transient
 from streamcrawl_runtime.ports.loop import Handler, Output, Record
@@ -51,6 +62,15 @@ IN_FLIGHT = Gauge("streamcrawl_in_flight", "Records being handled", ["service"])
 # Per-record label lookups, done once per label values (see streamcrawl_runtime.metrics).
 _MESSAGES, _OUTPUTS = Children(MESSAGES), Children(OUTPUTS)
 _HANDLE_SECONDS, _IN_FLIGHT = Children(HANDLE_SECONDS), Children(IN_FLIGHT)
+REBALANCES = Counter("streamcrawl_rebalance_partitions_total", "Partitions assigned, revoked, lost or held",
+                     ["service", "event"])
+DRAIN_SECONDS = Histogram("streamcrawl_revoke_drain_seconds", "Time to settle revoked partitions before the handover",
+                          ["service"], buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60))
+CANCELLED = Counter("streamcrawl_revoke_cancelled_total",
+                    "Records still running when their partition had to go (cancelled, replayed by the next owner)",
+                    ["service"])
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -59,6 +79,14 @@ class LoopConfig:
     group_id: str
     subscriptions: dict[str, type[Envelope]]  # topic name → payload model
     bootstrap: str
+    #: "consumer": Kafka 4's group protocol (KIP-848): incremental, server-side range assignment.
+    #: "classic": the eager protocol with the client's range assignor (brokers before Kafka 4); every
+    #: rebalance then stops the whole group.
+    group_protocol: Literal["consumer", "classic"] = "consumer"
+    #: How long a revoked partition's records in flight may run before the partition is handed over
+    #: anyway; those still running are cancelled (their work is replayed by the next owner). The fetcher's
+    #: longest request is longer: a handover cuts it short rather than keeping the host waiting.
+    revoke_drain_s: float = 30.0
     max_in_flight: int = 256
     resume_below: int = 128
     poll_batch: int = 500
@@ -95,28 +123,27 @@ class RunLoop:
             "group.id": config.group_id,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
-            # range: partition i of every subscribed topic goes to the same member (co-partitioning).
-            "partition.assignment.strategy": "range",
-            "session.timeout.ms": 10000,
-            "heartbeat.interval.ms": 2000,
+            # Also the rebalance timeout: how long a member may take to hand over revoked partitions.
             "max.poll.interval.ms": 300000,
             # The broker holds a fetch on quiet partitions for up to this long, but answers as soon as a
             # record is appended (fetch.min.bytes 1): produce → poll took 0.9 ms median at both 50 and 500 ms
             # on the local broker (docs/benchmarks-idle.md). So the wait costs no hop latency, while a short
             # one makes every idle consumer ask the broker 20 times a second (its CPU and ours).
             "fetch.wait.max.ms": 500,
+            **group_protocol_config(config.group_protocol),
             **config.consumer_overrides,
         })
-        self._offsets: dict[tuple[str, int], PartitionOffsets] = defaultdict(PartitionOffsets)
-        self._fresh_from: dict[tuple[str, int], int] = {}  # (topic, partition) → log end when assigned
+        self._offsets: dict[TP, PartitionOffsets] = defaultdict(PartitionOffsets)
+        self._fresh_from: dict[TP, int] = {}  # (topic, partition) → log end when assigned
         self._key_chains: dict[tuple[int, str | None], deque[Record]] = {}
         self._waiting = 0  # records queued behind a key that is being handled (sum of the chains' lengths)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._running: dict[int, set[asyncio.Task[None]]] = defaultdict(set)  # partition index → its tasks
         self._stopping = False
+        self._closing = False
         self._paused = False
-        self._assigned: list[TopicPartition] = []
-        self._pending_assign: list[int] = []
-        self._pending_revoke: list[int] = []
+        self._own = Ownership(list(config.subscriptions))
+        self._event_loop: asyncio.AbstractEventLoop | None = None
         self._delivery_error: str | None = None
         self.handled = 0
         self._tick_due = getattr(handler, "tick_due", None)
@@ -137,12 +164,18 @@ class RunLoop:
     def stop(self) -> None:
         self._stopping = True
 
+    @property
+    def _assigned(self) -> list[TopicPartition]:
+        """The partitions the consumer has (what pause/resume act on), held ones included."""
+        return [TopicPartition(t, p) for t, p in sorted(self._own.assigned)]
+
     async def run(self, install_signals: bool = True) -> None:
+        self._event_loop = asyncio.get_running_loop()
         if install_signals:
-            loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, self.stop)
-        self.consumer.subscribe(list(self.cfg.subscriptions), on_assign=self._on_assign, on_revoke=self._on_revoke)
+                self._event_loop.add_signal_handler(sig, self.stop)
+        self.consumer.subscribe(list(self.cfg.subscriptions), on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                on_lost=self._on_lost)
         if self.cfg.settle_heap:
             settle_heap()  # the handler and its adapters are built by now: freeze them with the rest
         last_commit = last_stats = time.monotonic()
@@ -150,22 +183,18 @@ class RunLoop:
         try:
             while not self._stopping:
                 self.readiness.beat()
-                await self._apply_rebalance()
                 self._backpressure()
-                # Polling blocks the event loop while it waits; with handlers in flight (a fetch waiting
-                # for its not_before, a response arriving) that wait would delay them, and inflate the
-                # fetch times the politeness delay is computed from. So poll without waiting when busy and
-                # let the asyncio sleep below (which timers and I/O can interrupt) do the waiting. With
-                # nothing in flight nothing else needs the loop: block until a record or the next tick.
+                # Every poll runs in a worker thread: its wait does not hold up handlers in flight (a fetch
+                # waiting for its not_before, a response arriving, whose timing the politeness delay is
+                # computed from), and the rebalance callbacks it runs can wait for their work on this event
+                # loop (see _on_revoke). Busy: a poll that does not wait, and the asyncio sleep below (which
+                # timers and I/O can interrupt) does the waiting. Idle: block until a record or the next
+                # tick. Paused: a poll that returns no record, for the callbacks, which run only in a poll.
                 busy = bool(self._tasks)
-                if self._paused:
-                    msgs: list[Message] = []
-                elif busy:
-                    msgs = self.consumer.consume(self.cfg.poll_batch, timeout=0.0)
+                if self._paused or busy:
+                    msgs = await asyncio.to_thread(self.consumer.consume, self.cfg.poll_batch, 0.0)
                 else:
-                    msgs = self._poll_idle(self._idle_wait(last_commit))
-                # A rebalance inside the poll: the handler sees it before any record of the new assignment.
-                await self._apply_rebalance()
+                    msgs = await asyncio.to_thread(self._poll_idle, self._idle_wait(last_commit))
                 for msg in msgs:
                     self._accept(msg)
                 if time.time() >= self._tick_at():
@@ -178,41 +207,75 @@ class RunLoop:
                 if now - last_stats >= 30.0:  # a heartbeat that shows a stuck or saturated loop at a glance
                     last_stats = now
                     log.info("loop", extra={"in_flight": len(self._tasks), "handled": self.handled,
-                                            "waiting_on_key": self._waiting,
-                                            "paused": self._paused, "assigned": len(self._assigned)})
+                                            "waiting_on_key": self._waiting, "paused": self._paused,
+                                            "assigned": len(self._own.owned), "held": len(self._own.held)})
                 await asyncio.sleep(0 if msgs or not (busy or self._paused) else self.cfg.busy_poll_s)
             log.info("draining", extra={"in_flight": len(self._tasks)})
-            if self._tasks:
-                await asyncio.wait(self._tasks, timeout=60)
-            self._flush_and_commit()
+            # Hand everything over: the records in flight finish, outputs are flushed, offsets committed and
+            # the handler settles its partitions, all before the group hears that this member leaves.
+            owned = sorted(self._own.owned)
+            commits = await self._release(owned, drain_s=60.0)
+            self._commit(commits)
+            self._closing = True  # the revoke callback of close() finds nothing left to do
+            self._own.clear()
             close = getattr(self.handler, "close", None)
             if close is not None:  # e.g. dedup writes its final Bloom snapshots
                 await close()
         finally:
             self.readiness.running = False
-            self.consumer.close()
+            self._closing = True
+            await asyncio.to_thread(self.consumer.close)
 
     async def kafka_check(self) -> None:
         """A readiness probe: the broker answers a metadata request (in a worker thread: it blocks)."""
         await asyncio.to_thread(self.producer.list_topics, None, 2.0)
 
     # ------------------------------------------------------------------ rebalance
+    # The callbacks run in consume()'s worker thread. Each waits for its work on the event loop, so the
+    # handler never sees records of a partition before its on_assign, nor after its on_revoke.
+
+    def _on_loop(self, coro: Coroutine[Any, Any, T]) -> T:
+        assert self._event_loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self._event_loop).result(self.cfg.revoke_drain_s + 120.0)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        # Eager (range) assignment: `partitions` is the whole new assignment. consumer.assignment() is
-        # still empty inside this callback, which left pause/resume with nothing to act on.
-        self._assigned = list(partitions)
-        self.readiness.assigned(len({p.partition for p in partitions}))
-        self._pending_assign.extend(sorted({p.partition for p in partitions}))
-        self._paused = False
+        # Assigned here rather than by the client after the callback, so that held partitions can be paused
+        # before they deliver a record. Eager (classic) assignment passes the whole new assignment.
+        if self.cfg.group_protocol == "consumer":
+            consumer.incremental_assign(partitions)
+        else:
+            consumer.assign(partitions)
+        gained, hold, release = self._own.assign((tp.topic, tp.partition) for tp in partitions)
+        REBALANCES.labels(self.cfg.service, "assigned").inc(len(partitions))
+        if hold:
+            REBALANCES.labels(self.cfg.service, "held").inc(len(hold))
+            log.warning("partitions held: their index is not complete here", extra={"held": hold})
+            consumer.pause([TopicPartition(t, p) for t, p in hold])
+        if self._paused:  # under backpressure: the new partitions wait like the others
+            consumer.pause([tp for tp in partitions if (tp.topic, tp.partition) not in self._own.held])
+        if release:
+            self._reread(consumer, release)
         if self.cfg.mark_fresh:
-            self._note_fresh_from(consumer, partitions)
+            self._note_fresh_from(consumer, [tp for tp in partitions if tp.partition in gained]
+                                  + [TopicPartition(t, p) for t, p in release])
+        if gained:
+            self._on_loop(self.handler.on_assign(gained))
+        self.readiness.assigned(len(self._own.owned))
+
+    def _reread(self, consumer: Consumer, tps: list[TP]) -> None:
+        """Held partitions whose index is now complete: read them again from their committed offsets (a
+        record may have been fetched, and skipped, while they were held) and resume them."""
+        committed = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=10.0)
+        for tp in committed:
+            consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+        consumer.resume([TopicPartition(t, p) for t, p in tps])
 
     def _note_fresh_from(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Remember each new partition's log end: records from there on were produced after this
-        assignment. Eager assignment revokes every previous owner first (a dead one is only replaced
-        after its session timed out), so any record another instance may have handled lies below it.
-        A failed lookup leaves the partition without a mark: its records all count as maybe-replays."""
+        assignment. The broker gives a partition to a new member only once the previous owner has handed
+        it over (its records finished and committed) or was fenced (its session timed out), so any record
+        another instance may have handled lies below it. A failed lookup leaves the partition without a
+        mark: its records all count as maybe-replays."""
         for tp in partitions:
             try:
                 _low, high = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition),
@@ -225,38 +288,87 @@ class RunLoop:
             self._fresh_from[(tp.topic, tp.partition)] = high
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        # Commit what is done before the partitions move, then forget their trackers: the new owner
-        # replays anything not committed (at-least-once; handlers are idempotent).
-        try:
-            self._flush_and_commit()
-        except Exception:  # a failed commit only means a longer replay
-            log.warning("commit on revoke failed", exc_info=True)
+        if self._closing:
+            return  # run() already handed everything over
+        lost, hold = self._own.revoke((tp.topic, tp.partition) for tp in partitions)
+        REBALANCES.labels(self.cfg.service, "revoked").inc(len(partitions))
+        if hold:
+            REBALANCES.labels(self.cfg.service, "held").inc(len(hold))
+            log.warning("partitions held: their index lost a partition", extra={"held": hold})
+            consumer.pause([TopicPartition(t, p) for t, p in hold])
+        t0 = time.monotonic()
+        commits = self._on_loop(self._release(lost, self.cfg.revoke_drain_s)) if lost else []
+        self._commit(commits)  # in the callback: the partitions are still ours until it returns
+        DRAIN_SECONDS.labels(self.cfg.service).observe(time.monotonic() - t0)
         for tp in partitions:
-            self._offsets.pop((tp.topic, tp.partition), None)
             self._fresh_from.pop((tp.topic, tp.partition), None)
-        self._pending_revoke.extend(sorted({p.partition for p in partitions}))
-        self._assigned = [tp for tp in self._assigned if tp not in partitions]
-        self.readiness.assigned(len({tp.partition for tp in self._assigned}))
+        self.readiness.assigned(len(self._own.owned))
 
-    async def _apply_rebalance(self) -> None:
-        if self._pending_revoke:
-            revoked, self._pending_revoke = self._pending_revoke, []
-            await self.handler.on_revoke(sorted(set(revoked)))
-        if self._pending_assign:
-            assigned, self._pending_assign = self._pending_assign, []
-            await self.handler.on_assign(sorted(set(assigned)))
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """The group fenced this member (e.g. its session timed out): another may own the partitions
+        already, so their work stops now, nothing is committed, and the handler lets them go."""
+        if self._closing:
+            return
+        lost, _hold = self._own.revoke((tp.topic, tp.partition) for tp in partitions)
+        REBALANCES.labels(self.cfg.service, "lost").inc(len(partitions))
+        log.warning("partitions lost", extra={"partitions": len(partitions)})
+        if lost:
+            self._on_loop(self._release(lost, drain_s=0.0, commit=False))
+        for tp in partitions:
+            self._fresh_from.pop((tp.topic, tp.partition), None)
+        self.readiness.assigned(len(self._own.owned))
+
+    async def _release(self, indexes: list[int], drain_s: float, commit: bool = True) -> list[TopicPartition]:
+        """Let partition indexes go (on the event loop): no new record of theirs starts; those in flight
+        get ``drain_s`` to finish, then are cancelled; outputs are flushed; the handler's on_revoke runs.
+        Returns the offsets to commit (the completed prefix of each of their partitions)."""
+        gone = set(indexes)
+        for key in [k for k in self._key_chains if k[0] in gone]:  # queued behind a key: the next owner's
+            self._waiting -= len(self._key_chains[key])
+            self._key_chains[key].clear()
+        running = [t for i in gone for t in self._running.get(i, ())]
+        commits: list[TopicPartition] = []
+        tps = [tp for tp in self._offsets if tp[1] in gone]
+        try:
+            if running and drain_s > 0:
+                await asyncio.wait(running, timeout=drain_s)
+            if commit:
+                self._flush()  # raises if an output may be lost: then nothing is committed
+                for tp in tps:
+                    point = self._offsets[tp].commit_point()
+                    if point is not None:
+                        commits.append(TopicPartition(tp[0], tp[1], point))
+        except Exception:
+            log.exception("handover of revoked partitions failed; their next owner replays them")
+            commits = []
+        finally:
+            for tp in tps:  # records of these partitions that are still around are skipped from now on
+                self._offsets.pop(tp, None)
+            late = [t for t in running if not t.done()]
+            for t in late:  # their offsets stay uncommitted: the next owner replays them
+                t.cancel()
+            if late:
+                CANCELLED.labels(self.cfg.service).inc(len(late))
+                log.warning("records cancelled at handover", extra={"records": len(late)})
+                await asyncio.wait(late)
+            try:
+                await self.handler.on_revoke(sorted(gone))
+            except Exception:
+                log.exception("handler on_revoke failed")
+        return commits
 
     def _backpressure(self) -> None:
         # Counted, not summed over the chains: this runs on every pass of the loop, and a fetcher
         # holds a chain per host it is working on.
         n = len(self._tasks) + self._waiting
         _IN_FLIGHT(self.cfg.service).set(n)
-        if not self._paused and n >= self.cfg.max_in_flight and self._assigned:
-            self.consumer.pause(self._assigned)
+        active = [TopicPartition(t, p) for t, p in sorted(self._own.assigned - self._own.held)]
+        if not self._paused and n >= self.cfg.max_in_flight and active:
+            self.consumer.pause(active)
             self._paused = True
         elif self._paused and n <= self.cfg.resume_below:
-            if self._assigned:
-                self.consumer.resume(self._assigned)
+            if active:
+                self.consumer.resume(active)
             self._paused = False
 
     # ------------------------------------------------------------------ records
@@ -269,6 +381,8 @@ class RunLoop:
             return
         key = msg.key()
         topic, part, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
+        if part not in self._own.owned or (topic, part) in self._own.held:
+            return  # fetched before its partition went or was held: its next reader reads it again
         fresh_from = self._fresh_from.get((topic, part))
         rec = Record(topic, part, offset, key.decode("utf-8", "replace") if isinstance(key, bytes) else key,
                      msg.value() or b"", fresh=fresh_from is not None and offset >= fresh_from)
@@ -285,18 +399,25 @@ class RunLoop:
     def _spawn(self, rec: Record) -> None:
         task = asyncio.create_task(self._process(rec))
         self._tasks.add(task)
+        running = self._running[rec.partition]
+        running.add(task)
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(running.discard)
 
     async def _process(self, rec: Record) -> None:
+        cancelled = False
         try:
             await self._handle_one(rec)
+        except asyncio.CancelledError:  # its partition went before it finished: not done, never committed
+            cancelled = True
+            raise
         finally:
             tracker = self._offsets.get((rec.topic, rec.partition))
-            if tracker is not None:
+            if tracker is not None and not cancelled:
                 tracker.finish(rec.offset)
             chain_key = (rec.partition, rec.key)
             chain = self._key_chains.get(chain_key)
-            if chain:
+            if chain and rec.partition in self._own.owned:
                 self._waiting -= 1
                 self._spawn(chain.popleft())
             else:
@@ -413,26 +534,48 @@ class RunLoop:
             return True
         return any(t.commit_point() is not None for t in self._offsets.values())
 
-    def _flush_and_commit(self) -> None:
+    def _flush(self) -> None:
         remaining = self.producer.flush(30)
         if remaining or self._delivery_error:
             err, self._delivery_error = self._delivery_error, None
             # Nothing is committed: the records whose outputs may be lost are replayed after restart.
             raise RuntimeError(f"producer could not deliver ({remaining} left): {err}")
-        offsets = []
+
+    def _flush_and_commit(self) -> None:
+        self._flush()
+        commits = []
         for (topic, part), tracker in self._offsets.items():
             point = tracker.commit_point()
             if point is not None:
-                offsets.append((TopicPartition(topic, part, point), tracker))
+                commits.append(TopicPartition(topic, part, point))
+        self._commit(commits)
+
+    def _commit(self, offsets: list[TopicPartition]) -> None:
+        """Commit (synchronously) offsets whose records' outputs are flushed."""
         if not offsets:
             return
         try:
-            self.consumer.commit(offsets=[tp for tp, _ in offsets], asynchronous=False)
+            self.consumer.commit(offsets=offsets, asynchronous=False)
         except Exception as exc:  # e.g. a rebalance in progress: the next commit covers it
             log.warning("commit failed", extra={"error": str(exc)[:300]})
             return
-        for tp, tracker in offsets:
-            tracker.committed = tp.offset
+        for tp in offsets:
+            tracker = self._offsets.get((tp.topic, tp.partition))
+            if tracker is not None:
+                tracker.committed = tp.offset
+
+
+def group_protocol_config(protocol: str) -> dict[str, Any]:
+    """The consumer settings of a group protocol. Both keep partition i of every subscribed topic on one
+    member (co-partitioning): KIP-848's server-side range assignor moves whole indexes, incrementally and
+    sticky; the classic client-side range assignor recomputes everything at every rebalance (eager)."""
+    if protocol == "consumer":
+        # Session and heartbeat timing are the broker's (group.consumer.*: see stack/kafka/server.properties.in).
+        return {"group.protocol": "consumer", "group.remote.assignor": "range"}
+    if protocol == "classic":
+        return {"group.protocol": "classic", "partition.assignment.strategy": "range",
+                "session.timeout.ms": 10000, "heartbeat.interval.ms": 2000}
+    raise ValueError(f"group protocol must be 'consumer' or 'classic', got {protocol!r}")
 
 
 def run_loop(config: LoopConfig, handler: Handler) -> None:

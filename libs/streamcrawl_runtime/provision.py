@@ -22,6 +22,7 @@ from streamcrawl_runtime.provisioning import (
     ProvisionError,
     apply_migrations,
     ensure_bucket,
+    ensure_partition_count,
     ensure_topics,
 )
 from streamcrawl_runtime.settings import StackSettings
@@ -43,9 +44,10 @@ def provision(settings: ProvisionSettings) -> dict[str, object]:
         raise ProvisionError(f"cassandra: no NNNN_name.cql migrations in {settings.migrations_dir}")
     step = "kafka"
     try:
-        topics = ensure_topics(settings.kafka_bootstrap)
+        topics = ensure_topics(settings.kafka_bootstrap, settings.partitions)
         step = "cassandra"
         migrations = apply_migrations(settings, settings.migrations_dir)
+        ensure_partition_count(settings)
         step = "s3"
         bucket_created = ensure_bucket(minio_client(settings), settings.s3_bucket)
     except ProvisionError:

@@ -18,6 +18,7 @@ from streamcrawl_schemas import migrations_dir
 
 from streamcrawl_runtime.acsylla_session import BlockingSession
 from streamcrawl_runtime.connect import blocking_cql_session
+from streamcrawl_runtime.kafka_topics import TopicMismatch, check_counts, partition_counts
 from streamcrawl_runtime.settings import StackSettings
 
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.cql$")
@@ -27,23 +28,23 @@ class ProvisionError(RuntimeError):
     """Provisioning failed; the message names the engine and what went wrong."""
 
 
-def ensure_topics(bootstrap: str, specs: tuple[TopicSpec, ...] = ALL_TOPICS, timeout_s: float = 30.0) -> list[str]:
-    """Create every missing topic; returns the names created. Existing topics with a different
-    partition count are an error (re-homing hosts silently would break politeness ownership)."""
+def ensure_topics(bootstrap: str, partitions: int, specs: tuple[TopicSpec, ...] = ALL_TOPICS,
+                  timeout_s: float = 30.0, replication_factor: int = 1) -> list[str]:
+    """Create every missing topic (host-keyed ones with ``partitions``); returns the names created.
+    Existing topics with a different partition count are an error: re-homing hosts silently would break
+    politeness ownership, so the count of a live crawl is never changed here."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    meta = admin.list_topics(timeout=timeout_s)
-    existing = meta.topics
-    for spec in specs:
-        if spec.name in existing and len(existing[spec.name].partitions) != spec.partitions:
-            raise ProvisionError(
-                f"kafka: topic {spec.name} has {len(existing[spec.name].partitions)} partitions, "
-                f"the registry says {spec.partitions}"
-            )
+    existing = partition_counts(admin, timeout_s)
+    try:
+        check_counts(existing, partitions, specs, require=False)
+    except TopicMismatch as exc:
+        raise ProvisionError(str(exc)) from exc
     missing = [s for s in specs if s.name not in existing]
     if not missing:
         return []
     futures = admin.create_topics(
-        [NewTopic(s.name, num_partitions=s.partitions, replication_factor=1, config=s.config()) for s in missing],
+        [NewTopic(s.name, num_partitions=s.partitions(partitions), replication_factor=replication_factor,
+                  config=s.config()) for s in missing],
         operation_timeout=timeout_s,
     )
     created: list[str] = []
@@ -124,6 +125,28 @@ def _apply(session: BlockingSession, directory: Path | None) -> list[str]:
         )
         done.append(mig.name)
     return done
+
+
+def ensure_partition_count(settings: StackSettings) -> bool:
+    """Record the deployment's partition count in crawl_settings on the first install (a lightweight
+    transaction, so two provisioning runs agree); a later run with another count is refused. Returns True
+    if it was recorded now. The Kafka check alone would miss a crawl whose topics were recreated with a
+    new count while its Cassandra state (keyed by partition) was kept."""
+    session = blocking_cql_session(settings)
+    try:
+        rows = session.execute("INSERT INTO crawl_settings (name, value, set_at) VALUES ('partitions', ?, ?)"
+                               " IF NOT EXISTS", (str(settings.partitions), datetime.now(UTC)))
+        if rows and rows[0].applied:
+            return True
+        recorded = session.execute("SELECT value FROM crawl_settings WHERE name = 'partitions'")[0].value
+    finally:
+        session.close()
+    if str(recorded) != str(settings.partitions):
+        raise ProvisionError(f"cassandra: this crawl's state was built with {recorded} partitions but "
+                             f"STREAMCRAWL_PARTITIONS is {settings.partitions}: the count of a live crawl cannot "
+                             f"change; set STREAMCRAWL_PARTITIONS={recorded}, or reset the crawl "
+                             f"(README 'Choosing the partition count')")
+    return False
 
 
 def ensure_bucket(client: Minio, bucket: str) -> bool:

@@ -1,5 +1,9 @@
-"""The one bootstrap of every run-loop service: settings → logging → metrics and health → adapters →
-handler → the shared Kafka run loop, until SIGTERM.
+"""The one bootstrap of every run-loop service: settings → logging → metrics and health → the topic
+check → adapters → handler → the shared Kafka run loop, until SIGTERM.
+
+The topic check: every registry topic must exist with the deployment's partition count
+(STREAMCRAWL_PARTITIONS); otherwise the service exits with code 2 and one line saying why
+(streamcrawl_runtime.kafka_topics), before it joins a consumer group.
 
 A service's ``main.py`` is its settings class, a ``build`` function that wires adapters into its handler
 and returns a `Wiring`, and one call of `run_service`. ``--help`` prints what the service does and every
@@ -21,6 +25,7 @@ from streamcrawl_contracts.messages import Envelope
 
 from streamcrawl_runtime.health import Check, HealthServer, Readiness
 from streamcrawl_runtime.kafka_loop import LoopConfig, RunLoop
+from streamcrawl_runtime.kafka_topics import TopicMismatch, check_topics
 from streamcrawl_runtime.logs import setup_logging
 from streamcrawl_runtime.ports.loop import Handler
 from streamcrawl_runtime.settings import ServiceSettings, help_epilog
@@ -28,6 +33,9 @@ from streamcrawl_runtime.settings import ServiceSettings, help_epilog
 log = logging.getLogger("streamcrawl.service")
 
 S = TypeVar("S", bound=ServiceSettings)
+
+#: The exit code of a service that found the topics missing or with another partition count.
+EXIT_TOPICS = 2
 
 
 @dataclass
@@ -72,6 +80,14 @@ def run_service(service: str, description: str, settings_cls: type[S], build: Bu
             log.warning("metrics endpoint unavailable", extra={"port": settings.metrics_port, "error": str(exc)})
     log.info("starting", extra={"kafka": settings.stack.kafka_bootstrap, "cassandra": settings.stack.cassandra_hosts,
                                 "metrics": f"{settings.metrics_bind}:{settings.metrics_port}" if server else None})
+    try:
+        check_topics(settings.stack.kafka_bootstrap, settings.stack.partitions)
+    except TopicMismatch as exc:
+        log.error("topics do not match this deployment", extra={"error": str(exc)})
+        print(f"streamcrawl-{service}: {exc}", file=sys.stderr)
+        if server is not None:
+            server.close()
+        return EXIT_TOPICS
     try:
         asyncio.run(_serve(service, settings, build, readiness))
     finally:

@@ -1,7 +1,8 @@
 """Settings shared by the services, and the base every service's settings class extends.
 
-- `StackSettings` (prefix ``STREAMCRAWL_``): where Kafka, Cassandra and the S3 store are. One set for the
-  whole deployment, so every service reads the same variables.
+- `StackSettings` (prefix ``STREAMCRAWL_``): where Kafka, Cassandra and the S3 store are, and the
+  partition count of the host-keyed topics (``STREAMCRAWL_PARTITIONS``). One set for the whole
+  deployment, so every service reads the same variables.
 - `PolitenessSettings` (prefix ``STREAMCRAWL_``): the politeness rule, delay = max(min_delay_s,
   delay_factor × the last fetch time, Crawl-delay capped at crawl_delay_cap_s). The frontier enforces it
   and the fetcher spaces robots.txt redirect hops by it; one class, so the two cannot disagree.
@@ -19,6 +20,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from streamcrawl_contracts.topics import DEFAULT_PARTITIONS
 from streamcrawl_core.politeness import PolitenessConfig
 
 SHARED_PREFIX = "STREAMCRAWL_"
@@ -40,6 +42,9 @@ class StackSettings(BaseSettings):
     s3_secure: bool = False
     s3_region: str = "us-east-1"
     s3_bucket: str = "streamcrawl-pages"
+    #: Partitions of every host-keyed topic: the most instances of one service that can share the work. Fixed
+    #: for the life of a crawl (README, "Choosing the partition count"); services refuse other counts.
+    partitions: int = Field(default=DEFAULT_PARTITIONS, ge=1, le=10_000)
 
     @property
     def cassandra_host_list(self) -> list[str]:

@@ -23,6 +23,7 @@ from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from streamcrawl_contracts.topics import DEFAULT_PARTITIONS
 from streamcrawl_runtime.ports.control import ControlStore, MetricsSource, PortError, SeedSink, StatsSource
 
 from streamcrawl_control.auth import BearerAuth
@@ -110,9 +111,10 @@ class BodyGuard:
 def create_app(sink: SeedSink, store: ControlStore, stats: StatsSource, metrics: MetricsSource, *,
                token: str | None = None, open_reads: bool = False, max_seeds_per_request: int = MAX_SEEDS,
                max_body_bytes: int = MAX_BODY_BYTES, sample_every_s: float = 5.0,
-               pauses_refresh_s: float = 5.0) -> FastAPI:
+               pauses_refresh_s: float = 5.0, partitions: int = DEFAULT_PARTITIONS) -> FastAPI:
     """The control-plane app over the given ports. ``token``: the bearer token of protected calls (None:
-    every protected call is refused); ``open_reads``: GET endpoints need no token."""
+    every protected call is refused); ``open_reads``: GET endpoints need no token; ``partitions``: the
+    deployment's STREAMCRAWL_PARTITIONS."""
     collector = StatsCollector(metrics, stats, store, every_s=sample_every_s, pauses_refresh_s=pauses_refresh_s)
     auth = BearerAuth(token, open_reads)
 
@@ -165,7 +167,7 @@ def create_app(sink: SeedSink, store: ControlStore, stats: StatsSource, metrics:
         return _problem(422, detail, errors)
 
     app.include_router(build_router(sink, store, collector, auth, metrics_.seeds, max_seeds=max_seeds_per_request,
-                                    pauses_refresh_s=pauses_refresh_s))
+                                    pauses_refresh_s=pauses_refresh_s, partitions=partitions))
 
     @app.get("/", include_in_schema=False)
     async def index() -> RedirectResponse:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from streamcrawl_contracts.topics import HOST_PARTITIONS
+from streamcrawl_contracts.topics import DEFAULT_PARTITIONS
 from streamcrawl_core.politeness import HostOverride
 from streamcrawl_runtime.memory.control import json_value
 from streamcrawl_runtime.ports.control import BlockEntry, PauseRow, PortError
@@ -44,7 +44,7 @@ def _now_ms() -> datetime:
 class CassandraControlStore:
     """Control tables with prepared statements. `session` must be bound to the streamcrawl keyspace."""
 
-    def __init__(self, session: CqlSession, host_partitions: int = HOST_PARTITIONS) -> None:
+    def __init__(self, session: CqlSession, host_partitions: int = DEFAULT_PARTITIONS) -> None:
         self.session = session
         self.host_partitions = host_partitions
         p = str  # a statement is its CQL text: the session prepares each text once, on first use
@@ -60,10 +60,10 @@ class CassandraControlStore:
             " VALUES (?, ?, ?, ?, ?, ?)")
         self._del_override = p("DELETE FROM host_overrides WHERE host = ?")
         self._host_state = p(f"SELECT {', '.join(HOST_STATE_COLUMNS)} FROM host_state WHERE host = ?")
-        # The host's slice of one queue partition: the count runs on the server over that slice only.
-        self._queue_count = p("SELECT COUNT(*) FROM frontier_queue WHERE part = ? AND host = ?")
-        self._queue_rows = p("SELECT url, priority, kind, not_before, depth, url_fp, enqueued_at FROM frontier_queue"
-                             " WHERE part = ? AND host = ? LIMIT ?")
+        # The host's own queue partition (frontier_host_queue), in the frontier's order: priority, fingerprint.
+        self._queue_count = p("SELECT COUNT(*) FROM frontier_host_queue WHERE host = ?")
+        self._queue_rows = p("SELECT url, priority, kind, not_before, depth, url_fp, enqueued_at"
+                             " FROM frontier_host_queue WHERE host = ? LIMIT ?")
         self._outcomes = p("SELECT at, url, outcome, status, fetch_ms FROM host_outcomes WHERE host = ? LIMIT ?")
         self._pauses = p("SELECT scope, reason, paused_at FROM crawl_pauses")
         self._put_pause = p("INSERT INTO crawl_pauses (scope, reason, paused_at) VALUES (?, ?, ?)")
@@ -123,13 +123,11 @@ class CassandraControlStore:
         return {col: json_value(getattr(r, col)) for col in HOST_STATE_COLUMNS}
 
     async def host_queue(self, part: int, host: str, first: int) -> tuple[int, list[QueuedUrl]]:
-        count = int((await self._one(self._queue_count, (part, host)))[0])
-        # Stored by fingerprint; the frontier's order is priority, then arrival: sort a bounded read.
-        rows = await self._run(self._queue_rows, (part, host, 5000))
-        queued = [QueuedUrl(part, host, r.url_fp, r.url, 5 if r.priority is None else r.priority,
-                            r.kind or "discovery", _epoch(r.not_before), r.depth or 0, _epoch(r.enqueued_at))
-                  for r in rows]
-        return count, sorted(queued, key=lambda q: (q.priority, q.enqueued_at))[:first]
+        count = int((await self._one(self._queue_count, (host,)))[0])
+        rows = await self._run(self._queue_rows, (host, first))  # stored in the frontier's order
+        return count, [QueuedUrl(part, host, r.url_fp, r.url, 5 if r.priority is None else r.priority,
+                                 r.kind or "discovery", _epoch(r.not_before), r.depth or 0, _epoch(r.enqueued_at))
+                       for r in rows]
 
     async def host_outcomes(self, host: str, limit: int) -> list[FetchOutcome]:
         rows = await self._run(self._outcomes, (host, limit))

@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> None:
         log.warning("no API token configured: every mutating call will be refused (401)")
     options: dict[str, Any] = {"token": token, "open_reads": settings.open_reads,
                                "sample_every_s": settings.sample_every_s,
-                               "max_seeds_per_request": settings.max_seeds_per_request}
+                               "max_seeds_per_request": settings.max_seeds_per_request,
+                               "partitions": settings.stack.partitions}
     if settings.backend == "memory":
         app = create_app(InMemorySeedSink(), InMemoryControlStore(), InMemoryStats(), InMemoryMetrics(), **options)
         log.warning("in-memory backend: nothing is stored or crawled")
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     scraper = Scraper([t.strip() for t in settings.metrics_targets.split(",") if t.strip()])
     try:
         app = create_app(
-            sink, CassandraControlStore(session),
+            sink, CassandraControlStore(session, settings.stack.partitions),
             KafkaStatsSource(settings.stack.kafka_bootstrap, settings.group_prefix, settings.admin_timeout_s),
             scraper, **options)
         log.info("listening", extra={"listen": f"{settings.listen_host}:{settings.listen_port}",

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, HTTPException, Response
 from prometheus_client import Counter
 from starlette.concurrency import run_in_threadpool
 from streamcrawl_contracts.messages import SeedMessage
-from streamcrawl_contracts.topics import SEEDS
+from streamcrawl_contracts.topics import DEFAULT_PARTITIONS
 from streamcrawl_core.blocklist import Blocklist, InvalidHost, canonical_host, canonical_pattern
 from streamcrawl_core.identity import host_identity
 from streamcrawl_core.partition import partition_for
@@ -90,7 +90,8 @@ def _pause_entry(p: PauseRow) -> PauseEntry:
 
 
 def build_router(sink: SeedSink, store: ControlStore, collector: StatsCollector, auth: BearerAuth,
-                 seeds_total: Counter, *, max_seeds: int = MAX_SEEDS, pauses_refresh_s: float = 5.0) -> APIRouter:
+                 seeds_total: Counter, *, max_seeds: int = MAX_SEEDS, pauses_refresh_s: float = 5.0,
+                 partitions: int = DEFAULT_PARTITIONS) -> APIRouter:
     read, write = [Depends(auth.read)], [Depends(auth.write)]
     r = APIRouter(prefix="/v1", responses=_ERRORS)
 
@@ -129,7 +130,7 @@ def build_router(sink: SeedSink, store: ControlStore, collector: StatsCollector,
                 continue
             pending.append((len(results), host, SeedMessage(url=url, priority=body.priority, source=body.source)))
             results.append(SeedOutcome(url=echo, status="accepted", reason="produced", normalized=url, host=host,
-                                       partition=partition_for(host, SEEDS.partitions)))
+                                       partition=partition_for(host, partitions)))
         if pending:
             await run_in_threadpool(sink.ping)  # an unreachable broker: 503 now, not after the flush timeout
             acks = await run_in_threadpool(sink.send, [(h, m) for _, h, m in pending])
@@ -250,7 +251,7 @@ def build_router(sink: SeedSink, store: ControlStore, collector: StatsCollector,
         """A host's queue and first URLs, politeness timer, lease in flight, back-off, robots.txt, DNS answer,
         last 10 outcomes, override, pause and blocklist status. Reads only the host's own rows."""
         h = _host_or_422(host)
-        part = partition_for(h, SEEDS.partitions)
+        part = partition_for(h, partitions)
         state = await store.get_host_state(h) or {}
         override = await store.get_override(h)
         length, first = await store.host_queue(part, h, 10)

@@ -36,7 +36,7 @@ import logging
 import time
 from collections.abc import Collection, Sequence
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Gauge
 from streamcrawl_contracts.messages import (
     Envelope,
     PageFetched,
@@ -45,7 +45,7 @@ from streamcrawl_contracts.messages import (
     UrlCandidates,
     UrlMessage,
 )
-from streamcrawl_contracts.topics import HOST_PARTITIONS, PAGE_FETCHED, URL_CANDIDATES, URLS
+from streamcrawl_contracts.topics import DEFAULT_PARTITIONS, PAGE_FETCHED, URL_CANDIDATES, URLS
 from streamcrawl_core.blocklist import Blocklist
 from streamcrawl_core.identity import url_identity
 from streamcrawl_core.simhash import from_signed64, hamming
@@ -64,6 +64,10 @@ log = logging.getLogger("streamcrawl.dedup")
 URL_DECISIONS = Counter("streamcrawl_dedup_urls_total", "Candidate URL decisions", ["decision"])
 PAGES = Counter("streamcrawl_dedup_pages_total", "Parsed page decisions", ["decision"])
 _URL_DECISION, _PAGE = Children(URL_DECISIONS), Children(PAGES)  # .labels() once per decision
+BLOOM_BYTES = Gauge("streamcrawl_dedup_bloom_bytes", "Memory of the owned partitions' seen-set Bloom filters")
+BLOOM_URLS = Gauge("streamcrawl_dedup_bloom_urls", "URLs in the owned partitions' seen-set Bloom filters")
+BLOOM_FP = Gauge("streamcrawl_dedup_bloom_expected_fp_ratio",
+                 "Largest expected false-positive rate of an owned partition's Bloom filter at its fill")
 BUDGET_FLUSH_FAILURES = Counter("streamcrawl_dedup_budget_flush_failures_total",
                                 "Host budget counts that could not be written to host_state")
 
@@ -72,7 +76,7 @@ _FLUSH_CONCURRENCY = 256  # host_state writes in flight at once during a budget 
 
 class DedupHandler:
     def __init__(self, state: DedupState, seen: SeenSet, traps: TrapConfig, *, simhash_distance: int = 3,
-                 snapshot_interval_s: float = 30.0, partitions: int = HOST_PARTITIONS,
+                 snapshot_interval_s: float = 30.0, partitions: int = DEFAULT_PARTITIONS,
                  cycle_s: float = 86400.0, budget_flush_s: float = 5.0, warc: bool = True) -> None:
         self.state = state
         # Fetches with an HTTP exchange go to the WARC writer, which publishes page_fetched (False: publish here).
@@ -102,6 +106,13 @@ class DedupHandler:
         for part in partitions:
             await self.seen.restore(part)
             self._owned.add(part)
+        self.report_bloom()
+
+    def report_bloom(self) -> None:
+        size, urls, fp = self.seen.stats()
+        BLOOM_BYTES.set(size)
+        BLOOM_URLS.set(urls)
+        BLOOM_FP.set(fp)
 
     async def on_revoke(self, partitions: list[int]) -> None:
         try:
@@ -114,6 +125,7 @@ class DedupHandler:
                 self.budget.forget(host)  # the next owner counts on from host_state
             await self.seen.drop(part)
         self._budget_dirty = {h: p for h, p in self._budget_dirty.items() if p not in partitions}
+        self.report_bloom()
 
     def tick_due(self, now: float) -> float:
         """The next budget flush (only with dirty counts), seen-set snapshot or blocklist refresh."""
@@ -134,6 +146,7 @@ class DedupHandler:
         if time.monotonic() - self._last_snapshot >= self.snapshot_interval_s:
             self._last_snapshot = time.monotonic()
             await self.seen.snapshot_dirty()
+            self.report_bloom()
         if now - self._blocklist_at >= 10.0:  # the control plane edits it; pick changes up quickly
             self._blocklist_at = now
             self.set_blocklist(await self.state.blocklist_patterns())

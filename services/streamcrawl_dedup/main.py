@@ -31,10 +31,12 @@ def build(settings: DedupSettings) -> Wiring:
                 continue  # a poison candidate was dead-lettered, never admitted
         return fps, end
 
-    seen = SeenSet(state, blobs, settings.bloom_capacity, settings.bloom_fp_rate, replay)
+    per_partition = -(-settings.bloom_crawl_urls // settings.stack.partitions)
+    seen = SeenSet(state, blobs, per_partition, settings.bloom_fp_rate, replay)
     traps = TrapConfig(max_depth=settings.max_depth, host_page_budget=settings.host_page_budget)
     handler = DedupHandler(state, seen, traps, simhash_distance=settings.simhash_distance,
-                           snapshot_interval_s=settings.snapshot_interval_s, warc=settings.warc)
+                           snapshot_interval_s=settings.snapshot_interval_s, warc=settings.warc,
+                           partitions=settings.stack.partitions)
 
     def on_loop(loop: RunLoop) -> None:
         seen.progress = lambda part: loop.processed_upto(URL_CANDIDATES.name, part)

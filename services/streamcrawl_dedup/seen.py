@@ -89,7 +89,9 @@ class SeenSet:
         self.blooms[part] = bloom
         self.upto[part] = start
         log.info("bloom restored", extra={"partition": part, "items": len(bloom), "replayed": replayed,
-                                          "from_snapshot": data is not None})
+                                          "from_snapshot": data is not None, "bytes": (bloom.m + 7) // 8,
+                                          "capacity": bloom.capacity,
+                                          "expected_fp_rate": round(bloom.expected_fp_rate(), 5)})
 
     async def snapshot(self, part: int) -> None:
         bloom = self.blooms.get(part)
@@ -103,6 +105,13 @@ class SeenSet:
         await asyncio.to_thread(self.blobs.put_bytes, offset_key(part), str(upto).encode())
         self.upto[part] = upto
         self.dirty.discard(part)
+
+    def stats(self) -> tuple[int, int, float]:
+        """(bytes of the owned partitions' filters, URLs in them, the largest expected false-positive rate
+        among them at their fill): what the metrics and the logs report."""
+        blooms = list(self.blooms.values())
+        size = sum((b.m + 7) // 8 for b in blooms)
+        return size, sum(len(b) for b in blooms), max((b.expected_fp_rate() for b in blooms), default=0.0)
 
     async def snapshot_dirty(self) -> None:
         for part in list(self.dirty):

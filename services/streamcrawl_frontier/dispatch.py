@@ -25,7 +25,8 @@ DISPATCHED = Counter("streamcrawl_frontier_dispatched_total", "Fetch requests le
 EXPIRED = Counter("streamcrawl_frontier_lease_expired_total", "Leases that expired and were re-queued")
 LEASE_WRITE_FAILURES = Counter("streamcrawl_frontier_lease_write_failures_total",
                                "Leases not written (Cassandra unavailable); their hosts stay queued")
-QUEUED = Gauge("streamcrawl_frontier_queued", "URLs queued in owned partitions")
+QUEUED = Gauge("streamcrawl_frontier_queued", "URLs of the owned partitions held in memory")
+HOSTS = Gauge("streamcrawl_frontier_hosts_in_memory", "Hosts held in memory (at most max_hosts)")
 
 Picked = tuple[Frontier, FrontierItem, Lease, UrlMeta]
 
@@ -36,7 +37,8 @@ class FrontierDispatch(FrontierResults):
         partitions less the dispatch lookahead, a lease's expiry check, or the periodic reads and writes (the
         overrides, the pauses, the partition summaries). With every lease out no host can be dispatched
         before a result, which is a record, and is handled first; while everything is paused, none before
-        the next read of the pauses."""
+        the next read of the pauses; now, while hosts of the owned partitions wait in Cassandra and there is room
+        for them in memory."""
         if self.paused is None:
             return now  # nothing is leased before the first read of the pauses
         due = min(self._overrides_at + self.overrides_refresh_s, self._pauses_at + self.pauses_refresh_s,
@@ -44,6 +46,8 @@ class FrontierDispatch(FrontierResults):
         lease = self.leases.next_time()
         if lease is not None:
             due = min(due, lease)
+        if len(self.windows) < self.max_hosts and any(not s.done for s in self.scans.values()):
+            due = min(due, now)  # cold hosts wait for the room there is: load them
         if len(self.leases) < self.max_leases and PAUSE_ALL not in self.paused:
             for fr in self.frontiers.values():
                 wake = fr.next_wakeup()
@@ -56,6 +60,8 @@ class FrontierDispatch(FrontierResults):
         await self.refresh_pauses(now)
         await self._expire(now)
         await self.publish_summaries(now)
+        if len(self.windows) < self.max_hosts and any(not s.done for s in self.scans.values()):
+            await self.load_hosts(now)  # cold hosts of the owned partitions, while there is room
         picked: list[Picked] = []
         parked: list[tuple[Frontier, FrontierItem]] = []
         queued = 0
@@ -73,8 +79,9 @@ class FrontierDispatch(FrontierResults):
                     fr.done(item.host, now, 0.0, 200)  # no request was made; the host keeps its timer
                     # A replayed discovery may have written the row again after the URL was finished:
                     # without this delete the durable queue keeps a URL that memory no longer has.
-                    fp = self.meta.pop(item.url).url_fp if item.url in self.meta else url_fingerprint(item.url)
-                    await self.state.queue_delete(part, item.host, fp)
+                    gone = self.meta.pop(item.url, None)
+                    fp = gone.url_fp if gone is not None else url_fingerprint(item.url)
+                    await self.state.queue_delete(part, item.host, gone.priority if gone else None, fp)
                     continue
                 if self.paused and item.host in self.paused:
                     parked.append((fr, item))  # no lease; leased in the core until the loop ends
@@ -86,6 +93,7 @@ class FrontierDispatch(FrontierResults):
         out = await self._lease(picked, now)
         DISPATCHED.inc(len(out))
         QUEUED.set(queued)
+        HOSTS.set(len(self.windows))
         return out
 
     def _park(self, parked: list[tuple[Frontier, FrontierItem]], now: float) -> None:

@@ -1,7 +1,7 @@
 """The frontier's run-loop handler: seeds in, URLs in, fetch results in; leased fetch requests out.
 
 State per owned partition is one core `Frontier` (Mercator front/back queues + timer heap), rebuilt from
-Cassandra on assignment (streamcrawl_frontier.shards). Results settle host timers
+Cassandra on assignment, with a bounded part of it in memory (streamcrawl_frontier.shards). Results settle host timers
 (streamcrawl_frontier.results); ticks lease ready hosts and settle expired leases
 (streamcrawl_frontier.dispatch). The lease rules themselves are streamcrawl_core.lease.
 """
@@ -65,11 +65,25 @@ class FrontierHandler(FrontierDispatch):
             if row is not None and row.frontier_done_at is not None:
                 REPLAY_DROPPED.inc()
                 return
+        if fr.is_known(msg.url):
+            return  # queued or in flight here already: its durable row exists
         now = self.clock()
-        if msg.host not in self.known_hosts:
-            await self.load_host(fr, msg.host, now)
         chain = tuple(msg.redirect_chain)
-        await self.state.queue_put(QueuedUrl(part, msg.host, msg.url_fp, msg.url, msg.priority, msg.kind,
-                                             msg.not_before, msg.depth, now, chain))
-        if fr.add(msg.url, msg.host, msg.priority, msg.not_before, msg.kind, enqueued_at=now):
-            self.meta[msg.url] = UrlMeta(msg.url_fp, msg.depth, part, redirect_chain=chain)
+        item = QueuedUrl(part, msg.host, msg.url_fp, msg.url, msg.priority, msg.kind, msg.not_before, msg.depth, now,
+                         chain)
+        window = self.windows.get(msg.host)
+        if window is None:
+            if len(self.windows) >= self.max_hosts:
+                # No room in memory: the URL waits in Cassandra, and its host in the partition's index,
+                # which brings the host in once there is room.
+                await self.state.queue_put(item, index_host=True)
+                self.scans[part].went_cold()
+                return
+            window = await self.load_host(fr, msg.host, now)
+            if fr.is_known(msg.url):
+                return  # its durable row was in the queue head just read
+        await self.state.queue_put(item, index_host=not window.indexed)
+        window.indexed = True
+        if self.keep_in_memory(fr, msg.host, window, item.key) and fr.add(
+                msg.url, msg.host, msg.priority, msg.not_before, msg.kind, enqueued_at=now):
+            self.meta[msg.url] = UrlMeta(msg.url_fp, msg.depth, part, priority=msg.priority, redirect_chain=chain)

@@ -32,6 +32,8 @@ class FrontierResults(FrontierShards):
         if fr is None:
             return
         now = self.clock()
+        if res.host not in self.windows:  # a host not in memory (cold): its state comes back first
+            await self.load_host(fr, res.host, now)
         # The politeness delay runs from the end of the exchange (fetcher clock; the fetcher enforces the
         # next request's not_before on the same clock), not from when the result reached us: Kafka's
         # latency is not added to every delay. Never later than now + 5 s (a fetcher clock gone wild).
@@ -84,6 +86,7 @@ class FrontierResults(FrontierShards):
         if res.crawl_delay_s is not None:
             self.set_params(fr, res.host, res.crawl_delay_s)
         await self._settle(fr, part, res, nxt, level, now)
+        await self.settle_host(fr, part, res.host)
 
     async def _settle(self, fr: Frontier, part: int, res: FetchResult, nxt: float, level: int, now: float) -> None:
         """Write the host's timer and finish, retry or re-queue the URL."""
@@ -98,7 +101,8 @@ class FrontierResults(FrontierShards):
             # rebuilt frontier keeps the host blocked until it expires and the replay (same lease id)
             # writes both again. A failed request fails the message; its retry writes both again.
             await self.state.host_politeness_and_finish(res.host, nxt, level, res.fetch_s * 1000.0,
-                                                        res.crawl_delay_s, part, res.url_fp, self.clock())
+                                                        res.crawl_delay_s, part, meta.priority if meta else None,
+                                                        res.url_fp, self.clock())
             self.forget_url(fr, res.url)
             return
         # (also clears the lease in host_state)
@@ -111,7 +115,8 @@ class FrontierResults(FrontierShards):
             return
         RETRIED.inc()
         fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=now)
-        self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part, attempts, tuple(res.redirect_chain))
+        self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part, attempts, meta.priority if meta else None,
+                                     tuple(res.redirect_chain))
 
     async def _interrupted(self, fr: Frontier, part: int, res: FetchResult, end: float, fetch_s: float,
                            leased: bool) -> None:
@@ -140,7 +145,8 @@ class FrontierResults(FrontierShards):
 
     async def finish_url(self, fr: Frontier, part: int, host: str, url: str, url_fp: int) -> None:
         """The URL is done for this cycle: drop its durable row and mark it done in url_state."""
-        await self.state.queue_finish(part, host, url_fp, self.clock())
+        meta = self.meta.get(url)
+        await self.state.queue_finish(part, host, meta.priority if meta else None, url_fp, self.clock())
         self.forget_url(fr, url)
 
     def forget_url(self, fr: Frontier, url: str) -> None:

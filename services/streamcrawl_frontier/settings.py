@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from pydantic import Field
 from streamcrawl_runtime.settings import ServiceSettings, service_config
 
 
@@ -13,10 +14,20 @@ class FrontierSettings(ServiceSettings):
     DEFAULT_METRICS_PORT: ClassVar[int] = 9101
     model_config = service_config(SERVICE)
 
-    lease_s: float = 120.0           # how long a fetcher has to start the request
+    #: How long a fetcher has to start the request. It bounds how long a crashed frontier's hosts wait: a
+    #: lease whose request never reached Kafka (written just before a kill -9) blocks its host until then.
+    lease_s: float = 60.0
     max_request_s: float = 130.0     # the longest a started request can run (fetcher total_timeout_s + connect)
     discovery_share: float = 0.3
     dispatch_per_tick: int = 500
     max_leases: int = 1000           # outstanding fetch requests per frontier instance
     politeness_margin_s: float = 0.01  # added to the fetcher's end-of-response time (see handler)
     lookahead_s: float = 0.3         # dispatch this early; the fetcher waits for not_before (< its 5 s cap)
+    #: Memory bounds (streamcrawl_frontier.shards): hosts held in memory per instance, and URLs of each
+    #: host's queue held in memory; the rest waits in Cassandra. A few KB per host in memory with a full
+    #: window (docs/benchmarks-scale.md): the defaults keep one instance well under 512 MB however large
+    #: the crawl, and 50,000 hosts is far more than the fetchers can keep busy (pages/s × delay).
+    max_hosts: int = Field(default=50_000, ge=1)
+    host_window: int = Field(default=8, ge=1)
+    #: Hosts loaded from the owned partitions' indexes per tick, while there is room.
+    load_per_tick: int = Field(default=500, ge=1)

@@ -1,10 +1,16 @@
 """The frontier's per-partition state and its ownership: one core `Frontier` per owned partition, the
-URLs' metadata, live leases, per-host parameters; rebuilt from Cassandra on assignment, dropped on revoke.
+hosts held in memory with a window of their queues, the URLs' metadata, live leases, per-host parameters.
 
-Durable state: every queued URL is in `frontier_queue` before its offset is committed, and each host's
-politeness timer, back-off level and current lease are in `host_state`. So a kill -9 or a rebalance
-loses nothing, and a host whose lease is still live stays blocked until the lease expires: no host ever
-has two fetches in flight.
+Durable state: every queued URL is in its host's queue in Cassandra (`frontier_host_queue`) before its
+offset is committed, and its host in its partition's index (`frontier_hosts`); each host's politeness
+timer, back-off level and current lease are in `host_state`. So a kill -9 or a rebalance loses nothing,
+and a host whose lease is still live stays blocked until its result comes or the lease expires: no host
+ever has two fetches in flight.
+
+Memory is bounded, and grows with what is hot, not with the crawl (streamcrawl_frontier.hostset): at most
+`max_hosts` hosts are in memory, each with at most about `host_window` of its queued URLs; the rest of its
+queue (the tail) and the other hosts (cold) are read from Cassandra when there is room: a host's queue
+head when its window runs out, a partition's index page by page.
 """
 
 from __future__ import annotations
@@ -15,13 +21,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from streamcrawl_contracts.topics import HOST_PARTITIONS
+from streamcrawl_contracts.topics import DEFAULT_PARTITIONS
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.frontier import Frontier, FrontierConfig
 from streamcrawl_core.lease import Lease, LeaseTable
 from streamcrawl_core.partition import partition_for
 from streamcrawl_core.politeness import HostOverride, PolitenessConfig
-from streamcrawl_runtime.ports.state import FrontierState, PartitionSummary
+from streamcrawl_runtime.ports.state import FrontierState, PartitionSummary, QueueKey
+
+from streamcrawl_frontier.hostset import HostScan, HostWindow
 
 log = logging.getLogger("streamcrawl.frontier")
 
@@ -29,22 +37,28 @@ log = logging.getLogger("streamcrawl.frontier")
 PAUSE_ALL = "*"
 
 
-@dataclass
+@dataclass(slots=True)
 class UrlMeta:
     url_fp: int
     depth: int
     part: int
     attempts: int = 0
+    priority: int | None = None  # its place in the durable queue; None: not known (deletes name every priority)
     redirect_chain: tuple[int, ...] = ()  # streamcrawl_core.redirects: travels on to the fetch request
+
+    @property
+    def key(self) -> QueueKey | None:
+        return None if self.priority is None else QueueKey(self.priority, self.url_fp)
 
 
 class FrontierShards:
     """State shared by the frontier handler's parts (results, dispatch): see the module docstring."""
 
-    def __init__(self, state: FrontierState, politeness: PolitenessConfig, *, lease_s: float = 120.0,
+    def __init__(self, state: FrontierState, politeness: PolitenessConfig, *, lease_s: float = 60.0,
                  discovery_share: float = 0.3, dispatch_per_tick: int = 500,
-                 partitions: int = HOST_PARTITIONS, max_leases: int = 1000, lookahead_s: float = 0.3,
-                 margin_s: float = 0.01, max_request_s: float = 130.0,
+                 partitions: int = DEFAULT_PARTITIONS, max_leases: int = 1000, lookahead_s: float = 0.3,
+                 margin_s: float = 0.01, max_request_s: float = 130.0, max_hosts: int = 50_000,
+                 host_window: int = 8, load_per_tick: int = 500,
                  clock: Callable[[], float] = time.time) -> None:
         self.state = state
         self.clock = clock  # wall-clock epoch seconds: results' ended_at and fetchers' not_before share it
@@ -60,11 +74,17 @@ class FrontierShards:
         self.lookahead_s = lookahead_s
         self.margin_s = margin_s
         self.partitions = partitions
+        # Memory bounds: hosts held in memory, URLs of each host's queue held in memory, hosts loaded from
+        # the partitions' indexes per tick (each load is two reads).
+        self.max_hosts = max_hosts
+        self.host_window = host_window
+        self.load_per_tick = load_per_tick
         self.fconfig = FrontierConfig(discovery_share=discovery_share, politeness=politeness)
         self.frontiers: dict[int, Frontier] = {}
         self.meta: dict[str, UrlMeta] = {}
         self.leases = LeaseTable()               # host → live lease, with expiry times
-        self.known_hosts: set[str] = set()       # hosts whose host_state was loaded
+        self.windows: dict[str, HostWindow] = {}  # the hosts in memory (their host_state was loaded)
+        self.scans: dict[int, HostScan] = {}     # per owned partition: where the index is read next
         # URLs fetched under a lease from before a rebuild but queued again by the rebuild: skipped at
         # dispatch (the core frontier has no delete; the host only pays one minimum delay).
         self.cancelled: set[str] = set()
@@ -87,50 +107,155 @@ class FrontierShards:
         self.summary_top = 20
         self._summary_at = 0.0
 
+    @property
+    def known_hosts(self) -> set[str]:
+        """The hosts in memory."""
+        return set(self.windows)
+
     # ------------------------------------------------------------------ partitions
 
     async def on_assign(self, partitions: list[int]) -> None:
+        """A gained partition is read from its own index only: its hosts are loaded page by page, the
+        first pages now (so the partition's busiest state is back before its records are handled), the
+        rest by later ticks while there is room (`load_hosts`)."""
         now = self.clock()
         for part in partitions:
             if part in self.frontiers:
                 continue
-            fr = self.frontiers[part] = Frontier(self.fconfig)
-            rows = await self.state.queue_load(part)
-            for host in sorted({r.host for r in rows}):
-                await self.load_host(fr, host, now)
-            for r in rows:
-                self.meta[r.url] = UrlMeta(r.url_fp, r.depth, part, redirect_chain=r.redirect_chain)
-                fr.add(r.url, r.host, r.priority, r.not_before, "refresh" if r.kind == "refresh" else "discovery",
-                       enqueued_at=r.enqueued_at)
-            log.info("partition rebuilt", extra={"partition": part, "urls": len(rows)})
+            self.frontiers[part] = Frontier(self.fconfig)
+            self.scans[part] = HostScan()
+        loaded = await self.load_hosts(now, budget=self.load_per_tick * 2, parts=partitions)
+        log.info("partitions assigned", extra={"partitions": partitions, "hosts_loaded": loaded})
 
     async def on_revoke(self, partitions: list[int]) -> None:
+        gone = set(partitions)
         for part in partitions:
             self.frontiers.pop(part, None)
-        self.meta = {u: m for u, m in self.meta.items() if m.part not in partitions}
-        self.leases.drop_parts(set(partitions))
+            self.scans.pop(part, None)
+        self.meta = {u: m for u, m in self.meta.items() if m.part not in gone}
+        self.leases.drop_parts(gone)
         self.restored = {h: r for h, r in self.restored.items() if h in self.leases}
-        self.known_hosts = {h for h in self.known_hosts if partition_for(h, self.partitions) not in partitions}
+        dropped = [h for h in self.windows if partition_for(h, self.partitions) in gone]
+        for host in dropped:
+            del self.windows[host]
+            self.crawl_delays.pop(host, None)
+        self.cancelled = {u for u in self.cancelled if u in self.meta}
 
-    async def load_host(self, fr: Frontier, host: str, now: float) -> None:
-        """Restore a host's timer, back-off and Crawl-delay from host_state; a live lease keeps the host
-        blocked until it expires (its fetch may still be running somewhere)."""
-        self.known_hosts.add(host)
+    # ------------------------------------------------------------------ hosts in memory
+
+    async def load_host(self, fr: Frontier, host: str, now: float, indexed: bool = False) -> HostWindow:
+        """Bring a host into memory: its timer, back-off and Crawl-delay from host_state (a live lease keeps
+        the host blocked: its fetch may still be running somewhere), and the head of its durable queue."""
+        window = self.windows[host] = HostWindow(indexed=indexed)
         hs = await self.state.host_get(host)
-        if hs is None:
-            return
-        if hs.crawl_delay_s is not None or host in self.overrides:
-            self.set_params(fr, host, hs.crawl_delay_s)
-        blocked_until = hs.next_allowed_at or 0.0
-        if hs.lease_expires_at is not None and hs.lease_expires_at > now:
-            blocked_until = max(blocked_until, hs.lease_expires_at)
+        if hs is not None:
+            if hs.crawl_delay_s is not None or host in self.overrides:
+                self.set_params(fr, host, hs.crawl_delay_s)
+            blocked_until = hs.next_allowed_at or 0.0
             if hs.lease_id and hs.lease_url:
-                # Remember the live lease: its result frees the host; any older result is stale.
+                # Remember the lease: its result frees the host and any older result is stale. One that has
+                # expired already is settled by the next tick's expiry check (its request may have started).
+                expires = hs.lease_expires_at or now
                 self.leases.track(host, Lease(hs.lease_id, hs.lease_url, url_fingerprint(hs.lease_url),
-                                              partition_for(host, self.partitions), hs.lease_expires_at))
+                                              partition_for(host, self.partitions), expires))
                 self.restored[host] = (hs.lease_id, hs.next_allowed_at or 0.0)
-        if blocked_until > 0 or hs.backoff_level:
-            fr.restore_host(host, blocked_until, hs.backoff_level)
+                blocked_until = max(blocked_until, expires, now + 1.0)
+            if blocked_until > 0 or hs.backoff_level:
+                fr.restore_host(host, blocked_until, hs.backoff_level)
+        await self.refill(fr, host, window)
+        return window
+
+    async def refill(self, fr: Frontier, host: str, window: HostWindow) -> int:
+        """Read the next URLs of the host's durable queue into memory (after those read before); returns
+        how many were added. A row already in memory (or in flight) is skipped."""
+        part = partition_for(host, self.partitions)
+        added = 0
+        for _ in range(4):  # a page can be all known URLs (queued again meanwhile): a few pages at most
+            rows = await self.state.queue_head(host, window.after, self.host_window)
+            for r in rows:
+                window.after = r.key
+                if fr.add(r.url, host, r.priority, r.not_before, "refresh" if r.kind == "refresh" else "discovery",
+                          enqueued_at=r.enqueued_at):
+                    self.meta[r.url] = UrlMeta(r.url_fp, r.depth, part, priority=r.priority,
+                                               redirect_chain=r.redirect_chain)
+                    added += 1
+            window.tail = len(rows) == self.host_window
+            if added or not window.tail:
+                break
+        return added
+
+    def keep_in_memory(self, fr: Frontier, host: str, window: HostWindow, key: QueueKey) -> bool:
+        """Whether a new URL of a host in memory joins its window, or stays in the durable tail only. One
+        that sorts before the last row read must join (a refill reads only after that row): the window
+        may then grow past `host_window`, up to twice that, before the next refill starts over."""
+        if window.after is not None and key < window.after:
+            if fr.queued_for(host) < 2 * self.host_window:
+                return True
+            window.after = None  # read the queue from its start next time
+            window.tail = True
+            return False
+        if fr.queued_for(host) < self.host_window:
+            return True
+        window.tail = True
+        return False
+
+    async def settle_host(self, fr: Frontier, part: int, host: str) -> None:
+        """After a host's fetch is settled: a host with nothing left in memory gets its next URLs from the
+        durable tail, or, when other hosts wait for room, goes back to Cassandra (cold) to let them in; a
+        host with nothing queued at all leaves memory and its partition's index."""
+        window = self.windows.get(host)
+        if window is None or fr.queued_for(host) or host in self.leases or host in self.restored:
+            return
+        snap = fr.host_snapshot(host)
+        if snap is not None and snap.in_flight:
+            return
+        if window.tail:
+            if self.cold_waiting(part) and len(self.windows) >= self.max_hosts:
+                if self.evict(fr, host):  # its turn comes again when the index scan comes round
+                    self.scans[part].went_cold()
+                return
+            if await self.refill(fr, host, window):
+                return
+        if not window.tail:  # nothing queued for it any more
+            await self.state.queue_unindex(part, host)
+        self.evict(fr, host)
+
+    def cold_waiting(self, part: int) -> bool:
+        scan = self.scans.get(part)
+        return scan is not None and not scan.done
+
+    def evict(self, fr: Frontier, host: str) -> bool:
+        """Forget a host that has nothing in memory (its timer is in host_state; its queue in Cassandra)."""
+        if not fr.forget(host):
+            return False
+        self.windows.pop(host, None)
+        self.crawl_delays.pop(host, None)
+        return True
+
+    async def load_hosts(self, now: float, budget: int | None = None, parts: list[int] | None = None) -> int:
+        """Load hosts from the owned partitions' indexes while there is room (at most ``budget`` of them)."""
+        budget = self.load_per_tick if budget is None else budget
+        loaded = 0
+        for part in list(parts if parts is not None else self.scans):
+            scan, fr = self.scans.get(part), self.frontiers.get(part)
+            while scan is not None and fr is not None and not scan.done and loaded < budget:
+                room = min(self.max_hosts - len(self.windows), budget - loaded)
+                if room <= 0:
+                    scan.skipped()
+                    return loaded
+                page = min(room, 500)
+                hosts = await self.state.queue_hosts(part, scan.bucket, scan.after, page)
+                scan.advance(hosts, full=len(hosts) == page)
+                new = [h for h in hosts if h not in self.windows]
+                # The hosts of a page load together: statements in flight at once cost less client CPU than
+                # the same statements awaited one by one (docs/benchmarks-cql.md).
+                windows = await asyncio.gather(*(self.load_host(fr, h, now, indexed=True) for h in new))
+                loaded += len(new)
+                for host, window in zip(new, windows, strict=True):
+                    if not window.tail and not fr.queued_for(host) and host not in self.leases:
+                        await self.state.queue_unindex(part, host)  # an index row a crash left behind
+                        self.evict(fr, host)
+        return loaded
 
     # ------------------------------------------------------------------ per-host parameters
 
@@ -150,7 +275,7 @@ class FrontierShards:
                    if (fresh[h].rate if h in fresh else None) != (self.overrides[h].rate if h in self.overrides
                                                                  else None)}
         self.overrides = fresh
-        for host in changed & self.known_hosts:
+        for host in changed & set(self.windows):
             fr = self.frontiers.get(partition_for(host, self.partitions))
             if fr is not None:
                 self.set_params(fr, host, self.crawl_delays.get(host))
@@ -185,4 +310,5 @@ class FrontierShards:
 
     def stats(self) -> dict[str, int]:
         return {"queued": sum(len(f) for f in self.frontiers.values()), "in_flight": len(self.leases),
-                "hosts": sum(f.hosts_count for f in self.frontiers.values())}
+                "hosts": sum(f.hosts_count for f in self.frontiers.values()),
+                "hosts_with_tail": sum(1 for w in self.windows.values() if w.tail)}

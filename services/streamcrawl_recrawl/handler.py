@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 
 from prometheus_client import Counter, Gauge
 from streamcrawl_contracts.messages import Envelope, FetchResult, UrlMessage
-from streamcrawl_contracts.topics import HOST_PARTITIONS, URLS
+from streamcrawl_contracts.topics import DEFAULT_PARTITIONS, URLS
 from streamcrawl_core.blocklist import Blocklist
 from streamcrawl_core.partition import partition_for
 from streamcrawl_core.recrawl import ChangeHistory, RecrawlConfig, importance_from_depth, plan_visit
@@ -54,7 +54,7 @@ DUE = Gauge("streamcrawl_recrawl_due", "Due visits of owned partitions found by 
 class RecrawlHandler:
     def __init__(self, state: RecrawlState, config: RecrawlConfig, *, scan_interval_s: float = 5.0,
                  scan_lookback_s: float = 2 * 86400.0, refresh_per_scan: int = 2000,
-                 partitions: int = HOST_PARTITIONS, full_scan_s: float = 600.0, host_page_budget: int = 1000,
+                 partitions: int = DEFAULT_PARTITIONS, full_scan_s: float = 600.0, host_page_budget: int = 1000,
                  cycle_s: float = 86400.0, importance: Callable[[int], float] = importance_from_depth) -> None:
         self.importance = importance  # depth (seed distance) → importance
         self.blocklist = Blocklist()

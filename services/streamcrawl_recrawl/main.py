@@ -20,7 +20,8 @@ def build(settings: RecrawlSettings) -> Wiring:
     state = crawl_state(settings.stack)
     handler = RecrawlHandler(state, config, scan_interval_s=settings.scan_interval_s,
                              scan_lookback_s=settings.scan_lookback_s, refresh_per_scan=settings.refresh_per_scan,
-                             host_page_budget=settings.host_page_budget, cycle_s=settings.cycle_s)
+                             host_page_budget=settings.host_page_budget, cycle_s=settings.cycle_s,
+                             partitions=settings.stack.partitions)
     return Wiring(handler, {FETCH_RESULTS.name: FetchResult}, loop={"max_in_flight": 500, "tick_interval_s": 1.0},
                   checks={"cassandra": cassandra_check(state.s)})
 

@@ -99,7 +99,7 @@ IN_FLIGHT_S = 3.0
 
 def check_guarantees(crawl: Crawl, entries: list[LogEntry], duplicate_budget: float,
                      probes_per_host: int = 1, killed_at: float | None = None) -> dict[str, int]:
-    web = generate(HOSTS, WEB_SEED, PROFILES["fast"], port=crawl.opt.http_port)
+    web = generate(crawl.opt.hosts, crawl.opt.web_seed, PROFILES["fast"], port=crawl.opt.http_port)
     truth = web.ground_truth(crawl.manifest["seeds"], trap_budget=TRAP_BUDGET)
     requests = [e for e in entries if not e.path.startswith("/robots")]
     # the fetcher's soft-404 probes (one per host and robots.txt lifetime, each under its own lease) are
@@ -177,7 +177,7 @@ def check_redirect_states(crawl: Crawl) -> None:
 
 
 def check_published(crawl: Crawl, entries: list[LogEntry]) -> list[dict]:
-    web = generate(HOSTS, WEB_SEED, PROFILES["fast"], port=crawl.opt.http_port)
+    web = generate(crawl.opt.hosts, crawl.opt.web_seed, PROFILES["fast"], port=crawl.opt.http_port)
     truth = web.ground_truth(crawl.manifest["seeds"], trap_budget=TRAP_BUDGET)
     msgs = _page_fetched(crawl.settings.kafka_bootstrap, len(truth.pages) // 2)
     urls = Counter(m["url"] for m in msgs)
@@ -221,7 +221,7 @@ def check_published(crawl: Crawl, entries: list[LogEntry]) -> list[dict]:
 
 
 def check_archive(crawl: Crawl, msgs: list[dict], workdir: Path) -> dict[str, int]:
-    web = generate(HOSTS, WEB_SEED, PROFILES["fast"], port=crawl.opt.http_port)
+    web = generate(crawl.opt.hosts, crawl.opt.web_seed, PROFILES["fast"], port=crawl.opt.http_port)
     # the changing hosts' content version advances every change period of the run
     max_version = int((time.time() - crawl.started_at) / PROFILES["fast"].change_period_s) + 2
     (workdir / "warc").mkdir()

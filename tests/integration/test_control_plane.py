@@ -36,21 +36,22 @@ def sink(stack):
 
 @pytest.fixture
 def client(stack, crawl_cql, sink):
-    app = create_app(sink, CassandraControlStore(crawl_cql),
-                     KafkaStatsSource(stack.kafka_bootstrap, timeout_s=10.0), InMemoryMetrics(), token="it")
+    app = create_app(sink, CassandraControlStore(crawl_cql, stack.partitions),
+                     KafkaStatsSource(stack.kafka_bootstrap, timeout_s=10.0), InMemoryMetrics(), token="it",
+                     partitions=stack.partitions)
     return TestClient(app, headers={"Authorization": "Bearer it"})
 
 
-def _end_offsets(consumer: Consumer) -> dict[int, int]:
+def _end_offsets(consumer: Consumer, partitions: int) -> dict[int, int]:
     return {p: consumer.get_watermark_offsets(TopicPartition(SEEDS.name, p), timeout=10)[1]
-            for p in range(SEEDS.partitions)}
+            for p in range(partitions)}
 
 
 def test_seeds_land_on_the_java_compatible_partition(stack, client, unique):
     consumer = Consumer({"bootstrap.servers": stack.kafka_bootstrap, "group.id": f"test-control-{unique}",
                          "enable.auto.commit": False})
     try:
-        before = _end_offsets(consumer)
+        before = _end_offsets(consumer, stack.partitions)
         hosts = [f"h{i}-{unique}.example" for i in range(12)]
         r = client.post("/v1/seeds", json={"urls": [f"http://{h.upper()}/p?utm_source=x" for h in hosts],
                                            "priority": 2})
@@ -69,7 +70,7 @@ def test_seeds_land_on_the_java_compatible_partition(stack, client, unique):
                 found[key] = (msg.partition(), SeedMessage.model_validate_json(msg.value()))
         assert set(found) == set(hosts)
         for host, (partition, seed) in found.items():
-            assert partition == partition_for(host, SEEDS.partitions)
+            assert partition == partition_for(host, stack.partitions)
             assert seed.url == f"http://{host}/p" and seed.priority == 2
         # The API reports the same partition the broker chose.
         assert {a["host"]: a["partition"] for a in r.json()["results"]} == {h: p for h, (p, _) in found.items()}
@@ -104,17 +105,16 @@ def test_override_round_trip_in_cassandra(client, cql, unique):
     assert cql.one("SELECT host FROM host_overrides WHERE host = ?", (host,)) is None
 
 
-def test_host_state_from_cassandra(client, cql, unique):
+def test_host_state_from_cassandra(stack, client, cql, unique):
     host = f"state-{unique}.example"
     assert client.get(f"/v1/hosts/{host}").status_code == 404
     cql.execute("INSERT INTO host_state (host, robots_status, backoff_level, next_allowed_at, dns_ip, dns_expires_at)"
                 " VALUES (?, ?, ?, ?, ?, ?)", (host, 200, 1, datetime.fromtimestamp(1_900_000_000, UTC), "127.0.0.3",
                                                datetime.fromtimestamp(1_900_000_300, UTC)))
-    part = partition_for(host, SEEDS.partitions)
     for i in range(3):
-        cql.execute("INSERT INTO frontier_queue (part, host, url_fp, url, priority, kind, enqueued_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)", (part, host, i, f"http://{host}/{i}", 5 - i, "discovery",
-                                                      datetime.fromtimestamp(1_800_000_000 + i, UTC)))
+        cql.execute("INSERT INTO frontier_host_queue (host, priority, url_fp, url, kind, enqueued_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?)", (host, 5 - i, i, f"http://{host}/{i}", "discovery",
+                                                   datetime.fromtimestamp(1_800_000_000 + i, UTC)))
         cql.execute("INSERT INTO host_outcomes (host, at, url, outcome, status, fetch_ms) VALUES (?, ?, ?, ?, ?, ?)",
                     (host, datetime.fromtimestamp(1_800_000_000 + i, UTC), f"http://{host}/{i}", "fetched", 200, 1.5))
     view = client.get(f"/v1/hosts/{host}").json()
@@ -124,7 +124,7 @@ def test_host_state_from_cassandra(client, cql, unique):
     assert view["queue"]["length"] == 3 and view["queue"]["first"][0]["url"] == f"http://{host}/2"
     assert [o["url"] for o in view["recent_outcomes"]] == [f"http://{host}/{i}" for i in (2, 1, 0)]
     cql.execute("DELETE FROM host_state WHERE host = ?", (host,))
-    cql.execute("DELETE FROM frontier_queue WHERE part = ? AND host = ?", (part, host))
+    cql.execute("DELETE FROM frontier_host_queue WHERE host = ?", (host,))
     cql.execute("DELETE FROM host_outcomes WHERE host = ?", (host,))
 
 
@@ -160,6 +160,6 @@ def test_stats_and_health_on_real_engines(stack, client, unique):
     assert 1 <= lag <= 1 + end_after - end_before
     admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})  # kept alive until the result arrives
     admin.delete_consumer_groups([group], request_timeout=10)[group].result(timeout=15)
-    assert body["frontier"]["partitions_reporting"] <= SEEDS.partitions
+    assert body["frontier"]["partitions_reporting"] <= stack.partitions
     h = client.get("/readyz")
     assert h.status_code == 200 and h.json()["checks"] == {"kafka": "ok", "cassandra": "ok"}

@@ -93,8 +93,8 @@ def test_politeness_and_finish_in_one_batch(crawl_cql, unique):
         await state.url_insert_discovered(host, fp, url, 0, 1_700_000_000.0, "ev")
         await state.queue_put(QueuedUrl(5, host, fp, url, 5, "discovery", 0.0, 0, 1_700_000_000.0))
         await state.host_put_lease(host, "L1", url, 1_700_000_120.0)
-        await state.host_politeness_and_finish(host, 1_700_000_002.5, 2, 50.0, 4.0, 5, fp, 1_700_000_001.0)
-        queued = [q for q in await state.queue_load(5) if q.host == host]
+        await state.host_politeness_and_finish(host, 1_700_000_002.5, 2, 50.0, 4.0, 5, 5, fp, 1_700_000_001.0)
+        queued = await state.queue_head(host, None, 10)
         return await state.host_get(host), queued, await state.url_get(host, fp)
 
     hs, queued, row = asyncio.run(scenario())

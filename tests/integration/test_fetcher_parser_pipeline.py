@@ -76,8 +76,8 @@ def test_fetch_request_to_parsed_page(stack, crawl_cql, s3, unique):
     for f in admin.create_topics([NewTopic(t, num_partitions=2, replication_factor=1)
                                   for t in (req_t, res_t, parsed_t)]).values():
         f.result(30)
-    res_spec = TopicSpec(res_t, Key.HOST, 2, 3600_000, "test")
-    parsed_spec = TopicSpec(parsed_t, Key.HOST, 2, 3600_000, "test")
+    res_spec = TopicSpec(res_t, Key.HOST, 3600_000, "test")
+    parsed_spec = TopicSpec(parsed_t, Key.HOST, 3600_000, "test")
 
     dns_srv = TinyDNS({host: "127.0.0.1"})
     web = ScriptedHTTP()

@@ -70,7 +70,7 @@ class Echo:
 def test_round_trip_partitioning_commit_and_dead_letter(stack, unique):
     src, dst = f"t-src-{unique}", f"t-dst-{unique}"
     _make_topics(stack.kafka_bootstrap, src, dst)
-    out_spec = TopicSpec(dst, Key.HOST, PARTS, 3600_000, "test")
+    out_spec = TopicSpec(dst, Key.HOST, 3600_000, "test")
     hosts = [f"h{i}.{unique}.test" for i in range(40)]
 
     prod = Producer({"bootstrap.servers": stack.kafka_bootstrap, "partitioner": "murmur2_random"})
@@ -147,7 +147,7 @@ def test_records_produced_after_the_assignment_are_fresh(stack, unique):
     src, dst = f"t-fresh-{unique}", f"t-fresh-out-{unique}"
     _make_topics(stack.kafka_bootstrap, src, dst)
     flaky = frozenset({f"new0.{unique}.test", f"new1.{unique}.test"})
-    handler = Freshness(TopicSpec(dst, Key.HOST, PARTS, 3600_000, "test"), flaky)
+    handler = Freshness(TopicSpec(dst, Key.HOST, 3600_000, "test"), flaky)
     prod = Producer({"bootstrap.servers": stack.kafka_bootstrap, "partitioner": "murmur2_random"})
 
     def send(hosts: list[str]) -> None:

@@ -2,7 +2,10 @@
 live progress, and quiescence detection. Used by `make run`, the e2e tests and `make bench-crawl`.
 
 Each service is started exactly as in production (`python -m streamcrawl_<name>.main`), configured only
-through STREAMCRAWL_* environment variables; nothing here reaches into a service's internals.
+through STREAMCRAWL_* environment variables; nothing here reaches into a service's internals. A service
+may run as several instances (processes in one consumer group, as replicas of a Deployment): the first is
+named after the service ("fetcher"), the others "fetcher-2", "fetcher-3", ..., each with its own log file
+and metrics port.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ class CrawlOptions:
     log_level: str | None = None  # every service's STREAMCRAWL_<SERVICE>_LOG_LEVEL (None: their default)
     synthweb_args: list[str] = field(default_factory=list)
     instances: int = 1  # processes per service (one consumer group each: Kafka spreads the partitions)
+    service_instances: dict[str, int] = field(default_factory=dict)  # per-service counts, over `instances`
     control_port: int = 8080
     #: "synthetic": the synthetic web's DNS server; "system": the OS resolver. None: synthetic when the
     #: synthetic web is served, system for seeds of one's own.
@@ -78,6 +82,7 @@ class Crawl:
         self.opt = options
         self.settings = settings or StackSettings()
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._stopped: set[str] = set()  # instances stopped on purpose (kill)
         self.manifest: dict[str, Any] = {}
         self.admin = AdminClient({"bootstrap.servers": self.settings.kafka_bootstrap, "log_level": 0})
         self.workdir = options.workdir.resolve()
@@ -93,7 +98,7 @@ class Crawl:
 
     def metrics_targets(self, services: tuple[str, ...] = SERVICES) -> list[str]:
         return [f"http://127.0.0.1:{METRICS_PORTS[name] + 10 * i}/metrics"
-                for name in services for i in range(self.opt.instances)]
+                for name in services for i in range(self.opt.service_instances.get(name, self.opt.instances))]
 
     @property
     def control_url(self) -> str:
@@ -136,6 +141,7 @@ class Crawl:
                                     stdin=subprocess.DEVNULL, env={**self.env(), **(extra or {})},
                                     start_new_session=True)
         self.procs[name] = proc
+        self._stopped.discard(name)
         return proc
 
     def start(self) -> None:
@@ -145,13 +151,13 @@ class Crawl:
             session = blocking_cql_session(self.settings)
             try:
                 reset_crawl(self.settings.kafka_bootstrap, session, minio_client(self.settings),
-                            self.settings.s3_bucket)
+                            self.settings.s3_bucket, self.settings.partitions)
             finally:
                 session.close()
         if self.opt.synthweb:
             self._start_synthweb()
         for name in SERVICES:
-            for i in range(self.opt.instances):
+            for i in range(self.opt.service_instances.get(name, self.opt.instances)):
                 self.start_service(name, i)
         if self.opt.with_control:
             self.start_control()
@@ -185,18 +191,35 @@ class Crawl:
             time.sleep(0.1)
         self.manifest = json.loads(manifest.read_text())
 
-    def start_service(self, name: str, instance: int = 0) -> None:
-        """Start (or restart) one instance of a service; instance 0 is named after the service."""
-        proc_name = name if instance == 0 else f"{name}-{instance + 1}"
+    @staticmethod
+    def instance_name(name: str, instance: int) -> str:
+        return name if instance == 0 else f"{name}-{instance + 1}"
+
+    def start_service(self, name: str, instance: int | None = None) -> str:
+        """Start (or restart) one instance of a service, by default the first that is not running; instance
+        0 is named after the service. Returns the instance's name."""
+        if instance is None:
+            instance = 0
+            while (p := self.procs.get(self.instance_name(name, instance))) is not None and p.poll() is None:
+                instance += 1
+        proc_name = self.instance_name(name, instance)
         port = METRICS_PORTS[name] + 10 * instance
         self._spawn(proc_name, ["-m", f"streamcrawl_{name}.main"],
                     {f"STREAMCRAWL_{name.upper()}_METRICS_PORT": str(port)})
+        return proc_name
 
-    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+    def running(self, service: str) -> list[str]:
+        """The names of the live instances of ``service``."""
+        return sorted(n for n, p in self.procs.items()
+                      if (n == service or n.startswith(f"{service}-")) and p.poll() is None)
+
+    def kill(self, name: str, sig: int = signal.SIGKILL, timeout_s: float = 90.0) -> None:
+        """Signal an instance (by name) and wait for it to exit (SIGTERM: it hands its partitions over)."""
         proc = self.procs.get(name)
         if proc is not None and proc.poll() is None:
+            self._stopped.add(name)
             os.killpg(proc.pid, sig)
-            proc.wait(30)
+            proc.wait(timeout_s)
 
     def stop(self) -> None:
         """SIGTERM every process (services drain and commit), then wait; SIGKILL stragglers."""
@@ -212,7 +235,8 @@ class Crawl:
                 proc.wait(10)
 
     def dead_services(self) -> list[str]:
-        return [n for n, p in self.procs.items() if p.poll() is not None]
+        """Processes that exited without being stopped through `kill` or `stop`."""
+        return [n for n, p in self.procs.items() if p.poll() is not None and n not in self._stopped]
 
     # ------------------------------------------------------------------ seeds and progress
 
@@ -241,15 +265,18 @@ class Crawl:
                         ks.end_offsets.get(PAGE_FETCHED.name, 0), ks.end_offsets.get(DEAD_LETTER.name, 0), lag)
 
     def queued(self) -> int:
-        """URLs waiting in the frontier: the frontiers' streamcrawl_frontier_queued gauge; if one cannot be
-        scraped, a count of frontier_queue over one reused CQL session (one partition read per partition)."""
+        """Whether URLs wait in the frontier (0: none): the frontiers' streamcrawl_frontier_queued gauge (URLs
+        held in memory); when that is 0 or cannot be scraped, the hosts in the frontier's durable index
+        (frontier_hosts: a full count of a table of one row per host with queued URLs), which also counts
+        the URLs of hosts that wait in Cassandra for room in memory."""
         scrape = self._frontiers.scrape()
         if all(v == "ok" for v in scrape.targets.values()):
-            return int(total(scrape.sample, "streamcrawl_frontier_queued"))
+            in_memory = int(total(scrape.sample, "streamcrawl_frontier_queued"))
+            if in_memory:
+                return in_memory
         if self._cql is None:
             self._cql = blocking_cql_session(self.settings)
-        return sum(int(self._cql.execute("SELECT COUNT(*) FROM frontier_queue WHERE part = ?", (p,))[0][0])
-                   for p in range(SEEDS.partitions))
+        return int(self._cql.execute("SELECT COUNT(*) FROM frontier_hosts")[0][0])
 
     def close(self) -> None:
         self.scraper.close()

@@ -5,6 +5,7 @@ tables and remove the Bloom snapshots."""
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
@@ -13,11 +14,12 @@ from streamcrawl_contracts.topics import ALL_TOPICS
 from streamcrawl_runtime.acsylla_session import BlockingSession
 from streamcrawl_runtime.provisioning import ProvisionError, ensure_topics
 
-CRAWL_TABLES = ("url_state", "host_state", "frontier_queue", "due_index", "due_by_part", "content_index",
-                "simhash_blocks")
+CRAWL_TABLES = ("url_state", "host_state", "frontier_host_queue", "frontier_hosts", "due_index", "due_by_part",
+                "content_index", "simhash_blocks", "crawl_settings")
 
 
-def reset_crawl(bootstrap: str, session: BlockingSession, client: Minio, bucket: str, timeout_s: float = 60.0) -> None:
+def reset_crawl(bootstrap: str, session: BlockingSession, client: Minio, bucket: str, partitions: int,
+                timeout_s: float = 60.0) -> None:
     """Start a crawl from nothing: recreate every topic, drop the streamcrawl-* consumer groups, truncate the
     crawl tables and remove the Bloom snapshots. Used by `make run` (bundled web) and the e2e tests, never
     by the services. The control-plane tables (blocklist, host_overrides) are kept."""
@@ -53,7 +55,7 @@ def reset_crawl(bootstrap: str, session: BlockingSession, client: Minio, bucket:
             time.sleep(0.2)
     for attempt in range(50):  # the broker may still be finishing the deletes
         try:
-            ensure_topics(bootstrap)
+            ensure_topics(bootstrap, partitions)
             break
         except (ProvisionError, KafkaException):
             if attempt == 49:
@@ -61,6 +63,8 @@ def reset_crawl(bootstrap: str, session: BlockingSession, client: Minio, bucket:
             time.sleep(0.3)
     for table in CRAWL_TABLES:
         session.execute(f"TRUNCATE {table}")
+    session.execute("INSERT INTO crawl_settings (name, value, set_at) VALUES ('partitions', ?, ?)",
+                    (str(partitions), datetime.now(UTC)))
     # The Bloom snapshots and the WARC files with their indexes and checkpoints (their offsets name
     # records of the topics deleted above).
     for prefix in ("bloom/", "warc/"):

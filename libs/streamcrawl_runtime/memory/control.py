@@ -47,7 +47,7 @@ class InMemoryControlStore:
         self.blocks: dict[str, BlockEntry] = {}
         self.overrides: dict[str, HostOverride] = {}
         self.host_states: dict[str, dict[str, Any]] = {}
-        self.queue: dict[str, list[QueuedUrl]] = {}  # host -> its frontier_queue rows
+        self.queue: dict[str, list[QueuedUrl]] = {}  # host -> its frontier_host_queue rows
         self.outcomes: dict[str, list[FetchOutcome]] = {}  # host -> host_outcomes rows, oldest first
         self.pauses: dict[str, PauseRow] = {}
         self.partition_summaries: dict[int, PartitionSummary] = {}

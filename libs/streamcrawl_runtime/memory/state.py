@@ -11,9 +11,9 @@ import math
 from collections.abc import Collection
 from typing import Any
 
-from streamcrawl_contracts.topics import HOST_PARTITIONS
+from streamcrawl_contracts.topics import DEFAULT_PARTITIONS
 from streamcrawl_core.neardup import block_rows, candidate_keys, signed64
-from streamcrawl_core.partition import partition_for
+from streamcrawl_core.partition import host_bucket, partition_for
 
 from streamcrawl_runtime.ports.state import (
     DueRow,
@@ -23,6 +23,7 @@ from streamcrawl_runtime.ports.state import (
     LeaseMarks,
     PartitionSummary,
     QueuedUrl,
+    QueueKey,
     UrlState,
 )
 
@@ -37,13 +38,16 @@ class MemoryCrawlState:
     named columns only, timestamps keep milliseconds, url_get returns a copy (a read, not a live
     reference), content_claim is first-claimer-wins. `calls` logs every write, in order."""
 
-    def __init__(self) -> None:
+    def __init__(self, partitions: int = DEFAULT_PARTITIONS) -> None:
+        self.partitions = partitions  # STREAMCRAWL_PARTITIONS: the due index's part is the host's partition
         self.hosts: dict[str, HostState] = {}
         self.fetched_leases: dict[str, str] = {}  # host → host_state.fetched_lease
         self.started_leases: dict[str, tuple[str, float]] = {}  # host → (started_lease, started_at)
         self.urls: dict[tuple[str, int], UrlState] = {}
         self.robots_writes = 0
-        self.queue: dict[tuple[int, str, int], QueuedUrl] = {}
+        self.queue: dict[tuple[int, str, int], QueuedUrl] = {}  # (part, host, url_fp): one row per URL
+        self.queue_index: set[tuple[int, int, str]] = set()  # frontier_hosts: (part, bucket, host)
+        self.queue_reads = 0  # queue_head and queue_hosts calls
         self.content: dict[str, str] = {}  # content_hash -> canonical url
         # (block, value) -> {(signed fp, url)}: the table's clustering key, so a URL keeps a row per fingerprint
         self.simhash_blocks: dict[tuple[int, int], dict[tuple[int, str], None]] = {}
@@ -79,28 +83,54 @@ class MemoryCrawlState:
         st = self.urls.get((host, url_fp))
         return None if st is None else dataclasses.replace(st, extra=dict(st.extra))
 
-    # ---------------------------------------------------------------- frontier_queue
-    async def queue_put(self, item: QueuedUrl) -> None:
+    # ---------------------------------------------------------------- frontier queue
+    async def queue_put(self, item: QueuedUrl, index_host: bool = True) -> None:
         self.calls.append(("queue_put", item.host, item.url))
+        # The row is keyed by (host, priority, url_fp) in Cassandra: a URL queued again at another priority
+        # would be a second row there; the frontier never does that (it knows the URLs it has queued).
         self.queue[(item.part, item.host, item.url_fp)] = dataclasses.replace(
             item, not_before=_ms(item.not_before) or 0.0, enqueued_at=_ms(item.enqueued_at) or 0.0)
+        if index_host:
+            self.queue_index.add((item.part, host_bucket(item.host), item.host))
 
-    async def queue_delete(self, part: int, host: str, url_fp: int) -> None:
+    def _drop(self, part: int, host: str, priority: int | None, url_fp: int) -> None:
+        row = self.queue.get((part, host, url_fp))
+        if row is not None and (priority is None or row.priority == priority):
+            del self.queue[(part, host, url_fp)]
+
+    async def queue_delete(self, part: int, host: str, priority: int | None, url_fp: int) -> None:
         self.calls.append(("queue_delete", host, url_fp))
-        self.queue.pop((part, host, url_fp), None)
+        self._drop(part, host, priority, url_fp)
 
-    async def queue_finish(self, part: int, host: str, url_fp: int, now: float) -> None:
+    async def queue_finish(self, part: int, host: str, priority: int | None, url_fp: int, now: float) -> None:
         self.calls.append(("queue_finish", host, url_fp))
-        self._finish(part, host, url_fp, now)
+        self._finish(part, host, priority, url_fp, now)
 
-    def _finish(self, part: int, host: str, url_fp: int, now: float) -> None:
-        self.queue.pop((part, host, url_fp), None)
+    def _finish(self, part: int, host: str, priority: int | None, url_fp: int, now: float) -> None:
+        self._drop(part, host, priority, url_fp)
         row = self.urls.get((host, url_fp))
         if row is not None:  # like the CQL UPDATE, which would create the row: only mark known URLs here
             row.frontier_done_at = _ms(now)
 
-    async def queue_load(self, part: int) -> list[QueuedUrl]:
-        return [dataclasses.replace(q) for (p, _, _), q in self.queue.items() if p == part]
+    async def queue_head(self, host: str, after: QueueKey | None, limit: int) -> list[QueuedUrl]:
+        self.queue_reads += 1
+        rows = sorted((q for (_, h, _), q in self.queue.items() if h == host), key=lambda q: q.key)
+        if after is not None:
+            rows = [q for q in rows if q.key > after]
+        return [dataclasses.replace(q, part=-1) for q in rows[:limit]]
+
+    async def queue_hosts(self, part: int, bucket: int, after: str | None, limit: int) -> list[str]:
+        self.queue_reads += 1
+        hosts = sorted(h for p, b, h in self.queue_index if p == part and b == bucket and (after is None or h > after))
+        return hosts[:limit]
+
+    async def queue_unindex(self, part: int, host: str) -> None:
+        self.calls.append(("queue_unindex", host))
+        self.queue_index.discard((part, host_bucket(host), host))
+
+    def queue_of(self, part: int) -> list[QueuedUrl]:
+        """Every queued URL of a partition (a test helper: the frontier never reads a whole partition)."""
+        return [q for (p, _, _), q in self.queue.items() if p == part]
 
     # ---------------------------------------------------------------- host_state
     async def host_put_politeness(self, host: str, next_allowed_at: float, backoff_level: int,
@@ -110,10 +140,10 @@ class MemoryCrawlState:
 
     async def host_politeness_and_finish(self, host: str, next_allowed_at: float, backoff_level: int,
                                          last_fetch_ms: float | None, crawl_delay_s: float | None,
-                                         part: int, url_fp: int, now: float) -> None:
+                                         part: int, priority: int | None, url_fp: int, now: float) -> None:
         self.calls.append(("host_politeness_and_finish", host, next_allowed_at, backoff_level, url_fp))  # one request
         self._politeness(host, next_allowed_at, backoff_level, last_fetch_ms, crawl_delay_s)
-        self._finish(part, host, url_fp, now)
+        self._finish(part, host, priority, url_fp, now)
 
     def _politeness(self, host: str, next_allowed_at: float, backoff_level: int, last_fetch_ms: float | None,
                     crawl_delay_s: float | None) -> None:
@@ -220,7 +250,7 @@ class MemoryCrawlState:
                         parts: Collection[int] | None = None) -> list[DueRow]:
         rows = sorted(DueRow(t, h, fp, url, self.due_depth.get((t, h, fp), 0))
                       for (t, h, fp), url in self.due.items()
-                      if start <= t <= end and (parts is None or partition_for(h, HOST_PARTITIONS) in parts))
+                      if start <= t <= end and (parts is None or partition_for(h, self.partitions) in parts))
         return rows[:limit]
 
     async def due_delete(self, next_visit_at: float, host: str, url_fp: int) -> None:

@@ -78,7 +78,7 @@ class ControlStore(Protocol):
 
     async def host_queue(self, part: int, host: str, first: int) -> tuple[int, list[QueuedUrl]]:
         """How many URLs of the host are queued, and the first ``first`` in the frontier's order. Reads the
-        host's slice of one frontier_queue partition only."""
+        host's own queue partition (frontier_host_queue) only."""
         ...
 
     async def host_outcomes(self, host: str, limit: int) -> list[FetchOutcome]:

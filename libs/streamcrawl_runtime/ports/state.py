@@ -1,4 +1,4 @@
-"""The crawl-state port: the rows of url_state, host_state, frontier_queue and due_index as plain data,
+"""The crawl-state port: the rows of url_state, host_state, the frontier's queues and due_index as plain data,
 and one small protocol per role that reads or writes them (frontier, fetcher, dedup, recrawl). Each
 service's handler depends on its role only; `CrawlState` is all of them, which the Cassandra adapter
 (`streamcrawl_runtime.cassandra_state`) and the in-memory one (`streamcrawl_runtime.memory`) implement.
@@ -18,6 +18,13 @@ from streamcrawl_core.lease import LeaseMarks
 from streamcrawl_core.politeness import HostOverride
 
 
+class QueueKey(NamedTuple):
+    """A URL's place in its host's durable queue (the clustering key): lower priority first."""
+
+    priority: int
+    url_fp: int
+
+
 @dataclass
 class QueuedUrl:
     part: int
@@ -31,6 +38,10 @@ class QueuedUrl:
     enqueued_at: float
     #: The URL's redirect chain (streamcrawl_core.redirects): fingerprints of the URLs that redirected to it.
     redirect_chain: tuple[int, ...] = ()
+
+    @property
+    def key(self) -> QueueKey:
+        return QueueKey(self.priority, self.url_fp)
 
 
 @dataclass
@@ -135,21 +146,34 @@ class PausesReader(Protocol):
 
 
 class FrontierState(HostReader, UrlReader, OverridesReader, LeaseReader, PausesReader, Protocol):
-    """What the frontier reads and writes: its durable queue, host timers and leases."""
+    """What the frontier reads and writes: its durable queues, host timers and leases.
+
+    The durable queue is one row per queued URL in its host's own partition, ordered by `QueueKey`, plus
+    an index of the hosts that have queued URLs, per Kafka partition, spread over buckets
+    (streamcrawl_core.partition.host_bucket): a frontier that gains a partition pages through that
+    partition's index and the queues of its hosts, and reads nothing of other partitions. A ``priority``
+    of None in a delete means "whatever its priority" (a URL not in memory, whose place is unknown).
+    """
 
     async def summary_put(self, summary: PartitionSummary) -> None:
         """What the frontier holds for one partition (frontier_summary; an upsert of the whole row)."""
-    async def queue_put(self, item: QueuedUrl) -> None: ...
-    async def queue_delete(self, part: int, host: str, url_fp: int) -> None: ...
-    async def queue_finish(self, part: int, host: str, url_fp: int, now: float) -> None:
+    async def queue_put(self, item: QueuedUrl, index_host: bool = True) -> None:
+        """The URL's row and (with ``index_host``) its host's row in the partition's index, in one request."""
+    async def queue_delete(self, part: int, host: str, priority: int | None, url_fp: int) -> None: ...
+    async def queue_finish(self, part: int, host: str, priority: int | None, url_fp: int, now: float) -> None:
         """Drop the queue row and mark the URL done (url_state.frontier_done_at)."""
-    async def queue_load(self, part: int) -> list[QueuedUrl]: ...
+    async def queue_head(self, host: str, after: QueueKey | None, limit: int) -> list[QueuedUrl]:
+        """Up to ``limit`` of the host's queued URLs in queue order, after ``after`` (None: from the start)."""
+    async def queue_hosts(self, part: int, bucket: int, after: str | None, limit: int) -> list[str]:
+        """One page of the hosts in partition ``part``'s index bucket, in order, after ``after``."""
+    async def queue_unindex(self, part: int, host: str) -> None:
+        """The host has nothing queued any more: drop its row from the partition's index."""
     async def host_put_politeness(self, host: str, next_allowed_at: float, backoff_level: int,
                                   last_fetch_ms: float | None, crawl_delay_s: float | None) -> None:
         """Record the host's timer after a fetch and end its lease."""
     async def host_politeness_and_finish(self, host: str, next_allowed_at: float, backoff_level: int,
                                          last_fetch_ms: float | None, crawl_delay_s: float | None,
-                                         part: int, url_fp: int, now: float) -> None:
+                                         part: int, priority: int | None, url_fp: int, now: float) -> None:
         """host_put_politeness and queue_finish of one fetch result in one request (an unlogged batch of
         idempotent writes). Not atomic: either part may land without the other."""
     async def host_put_lease(self, host: str, lease_id: str | None, url: str | None,
@@ -235,6 +259,6 @@ class CrawlState(FrontierState, FetcherState, DedupState, RecrawlState, Protocol
 
 __all__ = [
     "CrawlState", "DedupState", "DueRow", "FetchOutcome", "FetcherState", "FrontierState", "HostOverride", "HostReader",
-    "HostState", "LeaseMarks", "LeaseReader", "OverridesReader", "PartitionSummary", "PausesReader", "QueuedUrl",
-    "RecrawlState", "RobotsState", "UrlReader", "UrlState",
+    "HostState", "LeaseMarks", "LeaseReader", "OverridesReader", "PartitionSummary", "PausesReader", "QueueKey",
+    "QueuedUrl", "RecrawlState", "RobotsState", "UrlReader", "UrlState",
 ]

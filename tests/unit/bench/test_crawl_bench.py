@@ -241,6 +241,7 @@ def test_run_streamcrawl_flow_with_fake_services(tmp_path: Path, monkeypatch: py
         def __init__(self, opt: object) -> None:
             self.opt = opt
             self.procs: dict[str, subprocess.Popen[bytes]] = {}
+            self._stopped: set[str] = set()
             self.manifest: dict[str, object] = {}
             self.workdir = opt.workdir.resolve()  # type: ignore[attr-defined]
             self.logs = self.workdir / "logs"

@@ -488,3 +488,27 @@ def test_busiest_lists_the_hosts_with_most_queued_urls_most_first() -> None:
     assert f.busiest(10) == expected
     assert f.busiest(2) == expected[:2]
     assert ("d", 2) in f.busiest(10)  # a URL not yet due counts
+
+
+class TestForget:
+    def test_only_an_idle_host_is_forgotten_and_it_comes_back_clean(self) -> None:
+        fr = Frontier(FrontierConfig(politeness=PolitenessConfig(jitter=0.0)))
+        fr.add("http://a.test/1", "a.test")
+        assert fr.forget("a.test") is False  # queued
+        item = fr.next(0.0)
+        assert item is not None and fr.forget("a.test") is False  # in flight
+        fr.done("a.test", 1.0, 0.5, 200)  # timer now 6.0; nothing queued
+        assert fr.forget("a.test") is True and fr.hosts_count == 0 and fr.host_snapshot("a.test") is None
+        assert fr.forget("never.test") is True
+        fr.add("http://a.test/2", "a.test")  # back: a fresh record (the caller restores its timer)
+        fr.restore_host("a.test", 6.0, 0)
+        assert fr.next(5.9) is None and fr.next(6.0) is not None
+
+    def test_a_forgotten_waiting_host_leaves_no_live_timer(self) -> None:
+        fr = Frontier(FrontierConfig(politeness=PolitenessConfig(jitter=0.0)))
+        fr.add("http://b.test/1", "b.test", not_before=50.0)
+        assert fr.forget("b.test") is False  # delayed
+        fr.add("http://c.test/1", "c.test")
+        assert fr.next(0.0) is not None
+        fr.done("c.test", 0.0, 0.0, 200)
+        assert fr.forget("c.test") and fr.next_wakeup() == 50.0

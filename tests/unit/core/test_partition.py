@@ -119,3 +119,16 @@ def test_host_key() -> None:
         host_key("  ")
     with pytest.raises(TypeError):
         host_key(None)  # type: ignore[arg-type]
+
+
+def test_host_buckets_spread_each_partition_evenly() -> None:
+    from collections import Counter
+
+    from streamcrawl_core.partition import HOST_BUCKETS, host_bucket
+
+    hosts = [f"h{i}.example.com" for i in range(64 * 64 * 20)]
+    in_part = [h for h in hosts if partition_for(h, 64) == 5]
+    counts = Counter(host_bucket(h) for h in in_part)
+    assert set(counts) == set(range(HOST_BUCKETS))  # bucket is independent of the partition
+    assert max(counts.values()) < 3 * len(in_part) / HOST_BUCKETS
+    assert host_bucket("a.test") == host_bucket("a.test") and 0 <= host_bucket("a.test", 7) < 7

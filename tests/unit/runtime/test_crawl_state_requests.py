@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from streamcrawl_contracts.topics import HOST_PARTITIONS
+from streamcrawl_contracts.topics import DEFAULT_PARTITIONS
 from streamcrawl_core.partition import partition_for
 from streamcrawl_core.simhash import to_signed64
 from streamcrawl_runtime.cassandra_state import CassandraCrawlState
@@ -58,20 +58,20 @@ def test_url_put_fetch_and_simhash_is_one_batch_of_the_block_rows_and_the_url_ro
 
 def test_host_politeness_and_finish_is_one_batch_of_the_three_writes() -> None:
     state, session, batches = recording_state()
-    asyncio.run(state.host_politeness_and_finish("a.test", 1_700_000_002.0, 1, 50.0, None, 3, 7,
+    asyncio.run(state.host_politeness_and_finish("a.test", 1_700_000_002.0, 1, 50.0, None, 3, 4, 7,
                                                  1_700_000_001.0))
     assert session.executed == []
     [batch] = batches
     assert [cql.split(" WHERE")[0] for cql, _ in batch] == [
         "UPDATE host_state SET next_allowed_at = ?, backoff_level = ?, last_fetch_ms = ?, crawl_delay_s = ?,"
         " lease_id = null, lease_url = null, lease_expires_at = null",
-        "DELETE FROM frontier_queue",
+        "DELETE FROM frontier_host_queue",
         "UPDATE url_state SET frontier_done_at = ?"]
-    assert [p[-1] for _, p in batch] == ["a.test", 7, 7] and batch[1][1] == (3, "a.test", 7)
+    assert [p[-1] for _, p in batch] == ["a.test", 7, 7] and batch[1][1] == ("a.test", 4, 7)
     assert all(c.count("?") == len(p) for c, p in batch)
     # The same writes as the two single methods.
     asyncio.run(state.host_put_politeness("a.test", 1_700_000_002.0, 1, 50.0, None))
-    asyncio.run(state.queue_finish(3, "a.test", 7, 1_700_000_001.0))
+    asyncio.run(state.queue_finish(3, "a.test", 4, 7, 1_700_000_001.0))
     assert session.executed == [batch[0]] and batches[1] == batch[1:]
 
 
@@ -88,7 +88,7 @@ def test_url_put_schedule_and_due_is_one_batch_of_the_schedule_and_the_due_row()
     assert sp[1].timestamp() == 1_700_007_200.0 and sp[6].timestamp() == 1_699_000_000.0
     # the due row goes under the host's Kafka partition and the hour (0040: no hot partition per hour)
     assert due.startswith("INSERT INTO due_by_part (part, bucket, next_visit_at, host, url_fp, url, depth)")
-    assert dp[0] == partition_for("a.test", HOST_PARTITIONS) and dp[1] == 1_700_007_200 // 3600
+    assert dp[0] == partition_for("a.test", DEFAULT_PARTITIONS) and dp[1] == 1_700_007_200 // 3600
     assert dp[3:] == ("a.test", 7, "http://a.test/p", 2)
     assert sched.count("?") == len(sp) and due.count("?") == len(dp)
     asyncio.run(state.due_put(1_700_007_200.0, "a.test", 7, "http://a.test/p", 2))  # the same due row

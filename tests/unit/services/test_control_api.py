@@ -13,7 +13,7 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 from streamcrawl_contracts.messages import SeedMessage
-from streamcrawl_contracts.topics import SEEDS
+from streamcrawl_contracts.topics import DEFAULT_PARTITIONS, SEEDS
 from streamcrawl_control.app import create_app
 from streamcrawl_core.partition import partition_for
 from streamcrawl_runtime.memory import InMemoryControlStore, InMemoryMetrics, InMemorySeedSink, InMemoryStats
@@ -103,8 +103,8 @@ def test_seeds_all_good_are_produced_keyed_by_host(client, ports):
     body = r.json()
     assert (body["accepted"], body["rejected"]) == (2, 0)
     assert [x["normalized"] for x in body["results"]] == ["http://example.com/b", "https://b.org/"]
-    assert [x["partition"] for x in body["results"]] == [partition_for("example.com", SEEDS.partitions),
-                                                         partition_for("b.org", SEEDS.partitions)]
+    assert [x["partition"] for x in body["results"]] == [partition_for("example.com", DEFAULT_PARTITIONS),
+                                                         partition_for("b.org", DEFAULT_PARTITIONS)]
     assert {x["status"] for x in body["results"]} == {"accepted"}
     assert [k for k, _ in sink.sent] == ["example.com", "b.org"]
     msg = sink.sent[0][1]
@@ -278,7 +278,7 @@ def test_host_view(client, ports):
     store = ports[1]
     assert client.get("/v1/hosts/never.com").status_code == 404
     h = "seen.com"
-    part = partition_for(h, SEEDS.partitions)
+    part = partition_for(h, DEFAULT_PARTITIONS)
     store.host_states[h] = {"host": h, "robots_status": 200, "robots_fetched_at": "2030-01-01T00:00:00+00:00",
                             "backoff_level": 2, "next_allowed_at": "2030-01-01T00:00:05+00:00",
                             "lease_url": f"http://{h}/leased", "lease_expires_at": "2030-01-01T00:02:00+00:00",

@@ -413,8 +413,7 @@ def test_stale_interrupted_result_does_not_touch_a_live_lease(clock: Clock) -> N
 def _persisted(state: MemoryCrawlState, url: str, depth: int = 0, priority: int = 5) -> None:
     host = url.split("/")[2]
     fp = url_fingerprint(url)
-    state.queue[(part(host), host, fp)] = QueuedUrl(part(host), host, fp, url, priority, "discovery", 0.0, depth,
-                                                    T0 - 100)
+    asyncio.run(state.queue_put(QueuedUrl(part(host), host, fp, url, priority, "discovery", 0.0, depth, T0 - 100)))
 
 
 def test_on_assign_rebuilds_queue_and_keeps_live_lease_blocked(clock: Clock) -> None:
@@ -484,8 +483,7 @@ def test_replayed_discovery_of_a_finished_url_leaves_no_durable_row(clock: Clock
     # so the durable queue never drained.
     rig, state, req = _rebuilt_with_live_lease(clock)
     rig.result(req, T0 + 1)
-    rig.url("http://a.test/1", depth=1)  # the replayed discovery
-    assert state.queue != {}
+    rig.url("http://a.test/1", depth=1)  # the replayed discovery: /1 is still in memory, nothing is written
     assert rig.tick(T0 + 100) == []
     assert state.queue == {}
     assert rig.h.stats()["queued"] == 0
@@ -660,14 +658,22 @@ def test_a_finished_fetch_writes_politeness_and_finish_in_one_request(clock: Clo
     url = "http://a.test/1"
     rig.run(rig.state.url_insert_discovered(A, url_fingerprint(url), url, 0, T0, "ev"))
     rig.url(url)
+    rig.url("http://a.test/2")
     [req] = rig.tick(T0)
+    assert req.url == url
     rig.state.calls.clear()
     rig.result(req, T0 + 1, fetch_s=0.05)
     assert rig.state.calls == [("host_politeness_and_finish", A, pytest.approx(T0 + 2, abs=1e-6), 0, req.url_fp)]
+    # The host's last URL: its row leaves the partition's index too (once per host, not per page).
+    [req2] = rig.tick(T0 + 2)
+    rig.state.calls.clear()
+    rig.result(req2, T0 + 3, fetch_s=0.05)
+    assert [c[0] for c in rig.state.calls] == ["host_politeness_and_finish", "queue_unindex"]
     hs = rig.state.hosts[A]
     assert (hs.lease_id, hs.lease_expires_at, hs.last_fetch_ms) == (None, None, pytest.approx(50.0))
     assert rig.state.queue == {} and rig.state.urls[(A, req.url_fp)].frontier_done_at == T0 + 1
     assert url not in rig.h.meta and url not in rig.h.cancelled
+    assert rig.state.queue_index == set() and A not in rig.h.known_hosts  # drained: out of memory too
 
 
 @pytest.mark.parametrize("outcome,status", [("http_error", 503), ("network_error", None), ("robots_fetched", 200),

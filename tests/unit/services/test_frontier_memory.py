@@ -1,0 +1,165 @@
+"""The frontier's bounded memory: a window of each host's queue, at most max_hosts hosts, the rest read
+back from the durable queue (the in-memory CrawlState, with the Cassandra layout's semantics) as room
+frees up; a gained partition is read from its own index only."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+from streamcrawl_contracts.messages import FetchRequest, FetchResult, UrlMessage
+from streamcrawl_core.fingerprint import url_fingerprint
+from streamcrawl_core.partition import partition_for
+from streamcrawl_core.politeness import PolitenessConfig
+from streamcrawl_frontier.handler import FrontierHandler
+from streamcrawl_runtime.memory import MemoryCrawlState
+from streamcrawl_runtime.ports.loop import Record
+from streamcrawl_runtime.ports.state import HostState, QueuedUrl
+
+T0 = 1_700_000_000.0
+P = 8
+
+
+class Rig:
+    def __init__(self, state: MemoryCrawlState | None = None, parts: list[int] | None = None, **kw: Any) -> None:
+        self.t = T0
+        self.state = state or MemoryCrawlState()
+        self.h = FrontierHandler(self.state, PolitenessConfig(jitter=0.0), partitions=P, lookahead_s=0.0,
+                                 margin_s=0.0, clock=lambda: self.t, **kw)
+        asyncio.run(self.h.on_assign(list(range(P)) if parts is None else parts))
+        self.most_hosts = 0
+
+    def url(self, url: str, priority: int = 5) -> None:
+        host = url.split("/")[2]
+        msg = UrlMessage(url=url, host=host, url_fp=url_fingerprint(url), priority=priority)
+        asyncio.run(self.h.handle(Record("urls", partition_for(host, P), 0, host, b""), msg))
+        self.most_hosts = max(self.most_hosts, len(self.h.windows))
+
+    def crawl(self, until: float = 600.0) -> list[str]:
+        """Tick every 0.5 s, answering each request 0.1 s later: the URLs fetched, in order."""
+        fetched: list[str] = []
+        while self.t < T0 + until:
+            reqs = [o.value for o in asyncio.run(self.h.tick(self.t))]
+            self.most_hosts = max(self.most_hosts, len(self.h.windows))
+            for req in reqs:
+                assert isinstance(req, FetchRequest)
+                fetched.append(req.url)
+                res = FetchResult(url=req.url, host=req.host, url_fp=req.url_fp, lease_id=req.lease_id,
+                                  outcome="fetched", status=200, started_at=self.t, fetch_s=0.01,
+                                  ended_at=self.t + 0.01)
+                asyncio.run(self.h.handle(Record("results", partition_for(req.host, P), 0, req.host, b""), res))
+            if not reqs and not self.state.queue and not self.h.leases:
+                break
+            self.t += 0.5
+        return fetched
+
+
+def test_a_long_queue_is_held_as_a_window_and_read_back_in_order() -> None:
+    rig = Rig(host_window=4)
+    urls = [f"http://a.test/{i}" for i in range(30)]
+    for i, u in enumerate(urls):
+        rig.url(u, priority=1 + i // 10)  # three depths
+    assert rig.h.stats()["queued"] == 4 and len(rig.state.queue) == 30  # 4 in memory, all 30 durable
+    fetched = rig.crawl()
+    assert sorted(fetched) == sorted(urls) and len(fetched) == 30  # each once
+    assert [int(u.rsplit("/", 1)[1]) // 10 for u in fetched] == sorted(int(u.rsplit("/", 1)[1]) // 10 for u in fetched)
+    assert rig.state.queue == {} and rig.state.queue_index == set() and rig.h.windows == {}
+
+
+def _answer(rig: Rig, req: FetchRequest) -> None:
+    res = FetchResult(url=req.url, host=req.host, url_fp=req.url_fp, lease_id=req.lease_id, outcome="fetched",
+                      status=200, started_at=rig.t, fetch_s=0.01, ended_at=rig.t)
+    asyncio.run(rig.h.handle(Record("results", partition_for(req.host, P), 0, req.host, b""), res))
+
+
+def test_a_url_that_sorts_before_the_window_joins_it() -> None:
+    rig = Rig(host_window=2)
+    for i in range(6):
+        rig.url(f"http://a.test/{i}", priority=5)
+    for _ in range(2):  # the first window drains; the refill reads the next two rows from the durable queue
+        [req] = [o.value for o in asyncio.run(rig.h.tick(rig.t))]
+        assert isinstance(req, FetchRequest)
+        _answer(rig, req)
+        rig.t += 1.5
+    assert rig.h.stats()["queued"] == 2 and rig.h.windows["a.test"].after is not None
+    rig.url("http://a.test/urgent", priority=0)  # sorts before the rows read: the next refill would miss it
+    assert rig.h.frontiers[partition_for("a.test", P)].is_known("http://a.test/urgent")
+    assert [o.value.url for o in asyncio.run(rig.h.tick(rig.t))] == ["http://a.test/urgent"]  # type: ignore[attr-defined]
+
+
+def test_at_most_max_hosts_are_in_memory_and_every_url_is_fetched() -> None:
+    rig = Rig(max_hosts=5, host_window=2, load_per_tick=3)
+    urls = [f"http://h{h}.test/{i}" for h in range(20) for i in range(3)]
+    for u in urls:
+        rig.url(u)
+    assert len(rig.h.windows) == 5 and len(rig.state.queue) == 60
+    fetched = rig.crawl(until=900)
+    assert sorted(fetched) == sorted(urls)
+    assert rig.most_hosts <= 5
+    assert rig.state.queue == {} and rig.state.queue_index == set()
+
+
+def test_politeness_survives_a_host_leaving_memory_and_coming_back() -> None:
+    rig = Rig(max_hosts=1, host_window=1)
+    for u in ("http://a.test/1", "http://a.test/2", "http://b.test/1", "http://b.test/2"):
+        rig.url(u)
+    times: dict[str, list[float]] = {}
+    real = rig.h.tick
+
+    async def tick(now: float) -> Any:
+        out = await real(now)
+        for o in out:
+            times.setdefault(o.value.host, []).append(now)  # type: ignore[attr-defined]
+        return out
+
+    rig.h.tick = tick  # type: ignore[method-assign]
+    rig.crawl()
+    for host, ts in times.items():
+        assert all(b - a >= 1.0 for a, b in itertools.pairwise(ts)), (host, ts)
+    assert sorted(times) == ["a.test", "b.test"] and all(len(ts) == 2 for ts in times.values())
+
+
+def _queued(state: MemoryCrawlState, url: str) -> None:
+    host = url.split("/")[2]
+    asyncio.run(state.queue_put(QueuedUrl(partition_for(host, P), host, url_fingerprint(url), url, 5, "discovery",
+                                          0.0, 0, T0 - 10)))
+
+
+def test_a_gained_partition_reads_only_its_own_index_and_hosts() -> None:
+    state = MemoryCrawlState()
+    hosts = [f"h{i}.test" for i in range(40)]
+    for h in hosts:
+        _queued(state, f"http://{h}/1")
+    mine = [h for h in hosts if partition_for(h, P) == 3]
+    reads: list[tuple[str, Any]] = []
+    for name in ("queue_hosts", "queue_head", "host_get"):
+        real = getattr(state, name)
+
+        def spy(*a: Any, _n: str = name, _f: Any = real, **k: Any) -> Any:
+            reads.append((_n, a[0]))
+            return _f(*a, **k)
+        setattr(state, name, spy)
+    rig = Rig(state, parts=[3])
+    assert {a for n, a in reads if n == "queue_hosts"} == {3}
+    assert {a for n, a in reads if n != "queue_hosts"} == set(mine)
+    assert sorted(rig.h.windows) == sorted(mine)
+
+
+def test_an_index_row_left_by_a_crash_is_dropped_when_read() -> None:
+    state = MemoryCrawlState()
+    _queued(state, "http://gone.test/1")
+    state.queue.clear()  # the URL was finished, but the crash came before its host left the index
+    rig = Rig(state)
+    assert state.queue_index == set() and rig.h.windows == {}
+
+
+def test_a_restored_lease_that_already_expired_is_settled_by_the_next_tick() -> None:
+    state = MemoryCrawlState()
+    _queued(state, "http://a.test/1")
+    state.hosts["a.test"] = HostState("a.test", lease_id="L0", lease_url="http://a.test/1", lease_expires_at=T0 - 5)
+    rig = Rig(state)
+    assert asyncio.run(rig.h.tick(rig.t)) == []  # settled now (no request went out under L0): released
+    assert state.hosts["a.test"].lease_id is None
+    rig.t += 1.0
+    assert [o.value.url for o in asyncio.run(rig.h.tick(rig.t))] == ["http://a.test/1"]  # type: ignore[attr-defined]

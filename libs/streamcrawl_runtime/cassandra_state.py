@@ -1,5 +1,5 @@
 """The crawl state in Cassandra (url_state, host_state, frontier_host_queue + frontier_hosts, due_index,
-content_index, simhash_blocks): the adapter of the `CrawlState` port (streamcrawl_runtime.ports.state), with prepared
+content_index, simhash_index): the adapter of the `CrawlState` port (streamcrawl_runtime.ports.state), with prepared
 statements on the `CqlSession` port. Every write is an idempotent upsert (or delete); writes of one
 message often go as one unlogged batch (one round trip), not atomic, so callers say how a replay
 repairs a batch that landed in part.
@@ -7,12 +7,13 @@ repairs a batch that landed in part.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any
 
 from streamcrawl_contracts.topics import DEFAULT_PARTITIONS
-from streamcrawl_core.neardup import block_rows, candidate_keys, signed64
+from streamcrawl_core.neardup import candidate_keys, index_keys, signed64
 from streamcrawl_core.partition import host_bucket, partition_for
 
 from streamcrawl_runtime.cql_coalesce import WriteCoalescer
@@ -108,9 +109,9 @@ class CassandraCrawlState:
         self._c_claim = p("INSERT INTO content_index (content_hash, canonical_url, storage_key, first_seen)"
                           " VALUES (?, ?, ?, ?) IF NOT EXISTS")
         self._c_get = p("SELECT canonical_url FROM content_index WHERE content_hash = ?")
-        # One read for the 4 block partitions (see streamcrawl_core.neardup.candidate_keys: a superset).
-        self._s_get = p("SELECT simhash, url FROM simhash_blocks WHERE block IN ? AND value IN ?")
-        self._s_put = p("INSERT INTO simhash_blocks (block, value, simhash, url) VALUES (?, ?, ?, ?)")
+        # One read of the 20 permuted-table keys (streamcrawl_core.neardup: a superset of the near duplicates).
+        self._s_get = p("SELECT simhash, url FROM simhash_index WHERE key IN ?")
+        self._s_put = p("INSERT INTO simhash_index (key, simhash, url) VALUES (?, ?, ?)")
         # due_by_part (0040): (partition, hour) partitions, so no hour is one hot Cassandra partition.
         self._d_put = p("INSERT INTO due_by_part (part, bucket, next_visit_at, host, url_fp, url, depth)"
                         " VALUES (?, ?, ?, ?, ?, ?, ?)")
@@ -280,10 +281,15 @@ class CassandraCrawlState:
         await self._w.write([self._fetch_write(st)])
 
     async def url_put_fetch_and_simhash(self, st: UrlState) -> None:
-        """A new canonical page: its url_state row and its 4 simhash_blocks rows, one unlogged batch."""
+        """A new canonical page: its url_state row and its 20 simhash_index rows, in batches of at most 10
+        statements sent together (Cassandra warns of an unlogged batch over more than 10 partitions)."""
         if st.simhash is None:
             raise ValueError(f"no simhash to index for {st.url}")
-        await self._w.write([*self._simhash_writes(st.simhash, st.url), self._fetch_write(st)])
+        await self._write_spread([*self._simhash_writes(st.simhash, st.url), self._fetch_write(st)])
+
+    async def _write_spread(self, writes: list[_Write], per_batch: int = 10) -> None:
+        """Idempotent writes of many partitions: batches of ``per_batch``, in flight at once."""
+        await asyncio.gather(*(self._w.write(writes[i:i + per_batch]) for i in range(0, len(writes), per_batch)))
 
     async def url_put_schedule_and_due(self, host: str, url_fp: int, url: str, depth: int, interval_s: float,
                                        next_visit_at: float, change_count: int, last_changed_at: float | None,
@@ -303,17 +309,16 @@ class CassandraCrawlState:
         return url
 
     async def simhash_candidates(self, simhash: int) -> list[tuple[int, str]]:
-        rows = await self._exec(self._s_get, candidate_keys(simhash))
+        rows = await self._exec(self._s_get, (candidate_keys(simhash),))
         # Every distinct (simhash, url): a page that changed has a row per fingerprint it had, and
         # keeping one per URL could drop the one within distance.
         return list(dict.fromkeys((r.simhash, r.url) for r in rows))
 
     def _simhash_writes(self, simhash: int, url: str) -> list[_Write]:
-        return [(self._s_put, (b, v, signed64(simhash), url)) for b, v in block_rows(simhash)]
+        return [(self._s_put, (key, signed64(simhash), url)) for key in index_keys(simhash)]
 
     async def simhash_add(self, simhash: int, url: str) -> None:
-        # One unlogged batch of the 4 block rows: one request instead of four (each row is idempotent).
-        await self._exec_unlogged(self._simhash_writes(simhash, url))
+        await self._write_spread(self._simhash_writes(simhash, url))
 
     # ---------------------------------------------------------------- due index
     def _due_write(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int) -> _Write:

@@ -22,8 +22,9 @@
   is recorded in url_state (status "noindex") and not published; it claims no content hash and enters no
   near-duplicate index (an indexable copy must never become its alias); its links are followed unless
   nofollow. Otherwise exact duplicates by SHA-256 (content_index, first claimer wins) and
-  near duplicates by SimHash (Hamming distance <= 3, via the 4×16-bit block index). A duplicate becomes
-  an alias of its canonical URL and its links are not followed. A new or changed page is published on
+  near duplicates by SimHash (Hamming distance <= 3, via the permuted-table index of
+  streamcrawl_core.neardup). A duplicate becomes an alias of its canonical URL and its links are not
+  followed. A new or changed page is published on
   page_fetched and its out-links become candidates for their own hosts' partitions.
 - Not fetch_results: the fetcher writes the url_state status of fetches that produced no parsed page and
   sends a redirect's target to url_candidates itself (one consumer fewer of every fetch result).
@@ -304,8 +305,8 @@ class DedupHandler:
                 canonical = await self.state.content_claim(page.content_hash, page.url, page.storage_key, now)
                 return self._archive_only(page, canonical if canonical != page.url else None)
             if page.simhash is not None:
-                # The first handling's url_state row may have landed without its simhash_blocks rows (one
-                # unlogged batch, not atomic: see below) and this path skips the near-duplicate step, so
+                # The first handling's url_state row may have landed without its simhash_index rows (unlogged
+                # batches, not atomic: see below) and this path skips the near-duplicate step, so
                 # write them again: idempotent, and a page that is no duplicate belongs in the index.
                 await self.state.simhash_add(page.simhash, page.url)
             _PAGE("replayed").inc()
@@ -331,7 +332,7 @@ class DedupHandler:
                       page.http_status, page.content_type, page.content_hash, page.simhash, page.storage_key,
                       page.etag, page.last_modified, fetched_at, fetch_count, canonical_url=duplicate_of)
         if index:
-            # A new canonical page: its simhash_blocks rows and url_state row in one unlogged batch (idempotent
+            # A new canonical page: its simhash_index rows and url_state row in unlogged batches (idempotent
             # upserts). If the request fails the loop retries the message. If only part of it landed: without
             # the url_state row the retry takes this path again; with it, the retry is a replay (above),
             # which rewrites the simhash rows.

@@ -1,6 +1,6 @@
 """CassandraCrawlState's one-request reads and batches on the real Cassandra: the rows land, the IN read
 returns what the near-duplicate check needs. Every row is keyed by a per-test unique host or URL, and
-reads of shared partitions (simhash_blocks, due_index) are filtered by it."""
+reads of shared partitions (simhash_index, due_index) are filtered by it."""
 
 from __future__ import annotations
 
@@ -8,45 +8,32 @@ import asyncio
 import random
 
 import pytest
-from streamcrawl_core.neardup import block_rows, signed64
+from streamcrawl_core.neardup import index_keys, signed64
 from streamcrawl_runtime.cassandra_state import CassandraCrawlState
 from streamcrawl_runtime.ports.state import DueRow, HostState, QueuedUrl, UrlState
 
 pytestmark = pytest.mark.integration
 
 
-def _blocks(fp: int) -> list[int]:
-    return [v for _, v in block_rows(fp)]
+def _flip(fp: int, bits: list[int]) -> int:
+    for b in bits:
+        fp ^= 1 << b
+    return fp
 
 
-def _fp(blocks: list[int]) -> int:
-    return sum(v << (16 * b) for b, v in enumerate(blocks))
-
-
-def test_simhash_candidates_one_in_read_finds_every_block_match(crawl_cql, unique):
+def test_simhash_candidates_one_in_read_finds_every_near_duplicate(crawl_cql, unique):
+    """Fingerprints within 3 bits of the target, wherever the bits fall, are candidates; far ones that share
+    no table key are not read at all."""
     state = CassandraCrawlState(crawl_cql)
     rnd = random.Random(unique)
-    while True:  # a fingerprint with 4 distinct block values
-        target = rnd.getrandbits(64)
-        if len(set(_blocks(target))) == 4:
-            break
-    t = _blocks(target)
-
-    def other() -> int:  # a block value the target does not have
-        while True:
-            v = rnd.getrandbits(16)
-            if v not in t:
-                return v
-
-    near = target ^ (0b111 << 36)                          # 3 bits in block 2: shares blocks 0, 1, 3
-    one_block = _fp([t[0], other(), other(), other()])     # shares block 0 only (far, but a candidate)
-    crossed = _fp([t[1], other(), other(), other()])       # its block 0 is the target's block 1: superset
-    unrelated = _fp([other(), other(), other(), other()])  # no value in common: never read
-    pages = {f"http://simhash-{unique}.test/{name}": fp for name, fp in
-             [("near", near), ("one_block", one_block), ("crossed", crossed), ("unrelated", unrelated)]}
+    target = rnd.getrandbits(64)
+    near = {f"near{i}": _flip(target, rnd.sample(range(64), rnd.randint(1, 3))) for i in range(12)}
+    spread = {"spread": _flip(target, [0, 20, 40])}  # three bits in three different blocks
+    far = {f"far{i}": rnd.getrandbits(64) for i in range(8)}
+    pages = {f"http://simhash-{unique}.test/{name}": fp for name, fp in {**near, **spread, **far}.items()}
     # A page that changed: a row per fingerprint it had, and only the near one is found.
     changed = f"http://simhash-{unique}.test/changed"
-    changed_fps = [_fp([other(), other(), other(), other()]), near ^ 1]
+    changed_fps = [rnd.getrandbits(64), _flip(target, [63])]
 
     async def scenario() -> list[tuple[int, str]]:
         for url, fp in pages.items():
@@ -57,11 +44,11 @@ def test_simhash_candidates_one_in_read_finds_every_block_match(crawl_cql, uniqu
 
     found = [(fp, url) for fp, url in asyncio.run(scenario()) if unique in url]
     assert len(found) == len(set(found))
-    expected = [(signed64(fp), url) for url, fp in pages.items() if not url.endswith("/unrelated")]
-    assert sorted(found) == sorted([*expected, (signed64(near ^ 1), changed)])
+    expected = [(signed64(fp), url) for url, fp in pages.items() if "/far" not in url]
+    assert sorted(found) == sorted([*expected, (signed64(_flip(target, [63])), changed)])
 
 
-def test_url_row_and_simhash_rows_in_one_batch(cql, crawl_cql, unique):
+def test_url_row_and_simhash_rows_together(cql, crawl_cql, unique):
     state = CassandraCrawlState(crawl_cql)
     host = f"indexed-{unique}.test"
     url = f"http://{host}/p"
@@ -79,9 +66,9 @@ def test_url_row_and_simhash_rows_in_one_batch(cql, crawl_cql, unique):
             row.etag, row.fetched_at, row.fetch_count, row.canonical_url) == (
         url, 2, "fetched", 200, f"hash-{unique}", sim, f"pages/{unique}.gz", '"e1"', 1_700_000_000.0, 1, None)
     assert [p for p in found if p[1] == url] == [(sim, url)]
-    for block, value in block_rows(sim):  # each of the 4 block rows, read on its own
-        rows = cql.execute("SELECT simhash FROM simhash_blocks WHERE block = ? AND value = ? AND simhash = ?"
-                           " AND url = ?", (block, value, sim, url))
+    for key in index_keys(sim):  # each of the 20 table rows, read on its own
+        rows = cql.execute("SELECT simhash FROM simhash_index WHERE key = ? AND simhash = ? AND url = ?",
+                           (key, sim, url))
         assert [r.simhash for r in rows] == [sim]
 
 

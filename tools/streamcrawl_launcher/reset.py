@@ -15,7 +15,7 @@ from streamcrawl_runtime.acsylla_session import BlockingSession
 from streamcrawl_runtime.provisioning import ProvisionError, ensure_topics
 
 CRAWL_TABLES = ("url_state", "host_state", "frontier_host_queue", "frontier_hosts", "due_index", "due_by_part",
-                "content_index", "simhash_blocks", "crawl_settings")
+                "content_index", "simhash_index", "crawl_settings")
 
 
 def reset_crawl(bootstrap: str, session: BlockingSession, client: Minio, bucket: str, partitions: int,

@@ -12,7 +12,7 @@ from collections.abc import Collection
 from typing import Any
 
 from streamcrawl_contracts.topics import DEFAULT_PARTITIONS
-from streamcrawl_core.neardup import block_rows, candidate_keys, signed64
+from streamcrawl_core.neardup import candidate_keys, index_keys, signed64
 from streamcrawl_core.partition import host_bucket, partition_for
 
 from streamcrawl_runtime.ports.state import (
@@ -49,8 +49,8 @@ class MemoryCrawlState:
         self.queue_index: set[tuple[int, int, str]] = set()  # frontier_hosts: (part, bucket, host)
         self.queue_reads = 0  # queue_head and queue_hosts calls
         self.content: dict[str, str] = {}  # content_hash -> canonical url
-        # (block, value) -> {(signed fp, url)}: the table's clustering key, so a URL keeps a row per fingerprint
-        self.simhash_blocks: dict[tuple[int, int], dict[tuple[int, str], None]] = {}
+        # index key -> {(signed fp, url)}: the table's clustering key, so a URL keeps a row per fingerprint
+        self.simhash_index: dict[int, dict[tuple[int, str], None]] = {}
         self.due: dict[tuple[float, str, int], str] = {}  # (next_visit_at, host, url_fp) -> url
         self.due_depth: dict[tuple[float, str, int], int] = {}
         self.overrides: dict[str, HostOverride] = {}
@@ -221,12 +221,10 @@ class MemoryCrawlState:
         return self.content.setdefault(content_hash, url)
 
     async def simhash_candidates(self, simhash: int) -> list[tuple[int, str]]:
-        # Like the CQL read (block IN ? AND value IN ?): the cartesian product of the IN lists, a superset.
-        blocks, values = candidate_keys(simhash)
+        # Like the CQL read (key IN ?): every row under the query's keys, a superset of the near duplicates.
         found: dict[tuple[int, str], None] = {}
-        for b in blocks:
-            for v in values:
-                found.update(self.simhash_blocks.get((b, v), {}))
+        for key in candidate_keys(simhash):
+            found.update(self.simhash_index.get(key, {}))
         return list(found)
 
     async def simhash_add(self, simhash: int, url: str) -> None:
@@ -234,8 +232,8 @@ class MemoryCrawlState:
         self._put_simhash(simhash, url)
 
     def _put_simhash(self, simhash: int, url: str) -> None:
-        for key in block_rows(simhash):
-            self.simhash_blocks.setdefault(key, {})[(signed64(simhash), url)] = None
+        for key in index_keys(simhash):
+            self.simhash_index.setdefault(key, {})[(signed64(simhash), url)] = None
 
     # ---------------------------------------------------------------- due index
     async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None:

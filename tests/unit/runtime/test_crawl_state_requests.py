@@ -8,6 +8,7 @@ import asyncio
 from types import SimpleNamespace
 
 from streamcrawl_contracts.topics import DEFAULT_PARTITIONS
+from streamcrawl_core.neardup import index_keys
 from streamcrawl_core.partition import partition_for
 from streamcrawl_core.simhash import to_signed64
 from streamcrawl_runtime.cassandra_state import CassandraCrawlState
@@ -23,37 +24,33 @@ def recording_state() -> tuple[CassandraCrawlState, FakeSession, list[Batch]]:
     return CassandraCrawlState(session), session, session.batches
 
 
-def test_simhash_candidates_is_one_read_over_every_block_and_value() -> None:
+def test_simhash_candidates_is_one_read_of_the_twenty_table_keys() -> None:
     state, session, _ = recording_state()
-    sim = to_signed64(0x0001_0001_ABCD_0001)  # blocks 3..0: values 0x0001, 0x0001, 0xABCD, 0x0001
-    cql = "SELECT simhash, url FROM simhash_blocks WHERE block IN ? AND value IN ?"
+    sim = to_signed64(0x0001_0001_ABCD_0001)
+    cql = "SELECT simhash, url FROM simhash_index WHERE key IN ?"
     session.rows[cql] = [SimpleNamespace(simhash=s, url=u) for s, u in
                          [(5, "http://a.test/1"), (5, "http://a.test/1"), (-7, "http://a.test/1"), (5, "http://b.test/")]]
     found = asyncio.run(state.simhash_candidates(sim))
     [(sent, params)] = session.executed
-    assert sent == cql and params == ([0, 1, 2, 3], [0x0001, 0xABCD])
+    assert sent == cql and params == (index_keys(sim),) and len(params[0]) == 20
     # Rows of several partitions may repeat a page; a page that changed keeps a row per fingerprint.
     assert found == [(5, "http://a.test/1"), (-7, "http://a.test/1"), (5, "http://b.test/")]
 
 
-def test_url_put_fetch_and_simhash_is_one_batch_of_the_block_rows_and_the_url_row() -> None:
+def test_url_put_fetch_and_simhash_writes_the_twenty_rows_and_the_url_row_in_batches_of_ten() -> None:
     state, session, batches = recording_state()
     sim = to_signed64(0xF0F0_1234_8000_0001)
     st = UrlState("a.test", 7, "http://a.test/p", 2, "fetched", 200, "text/html", "h1", sim, "pages/h1.gz",
                   fetched_at=1_700_000_000.0, fetch_count=1)
     asyncio.run(state.url_put_fetch_and_simhash(st))
-    assert session.executed == []
-    [batch] = batches
-    put = "INSERT INTO simhash_blocks (block, value, simhash, url) VALUES (?, ?, ?, ?)"
-    assert batch[:4] == [(put, (b, v, sim, "http://a.test/p")) for b, v in
-                         [(0, 0x0001), (1, 0x8000), (2, 0x1234), (3, 0xF0F0)]]
-    cql, params = batch[4]
+    assert session.executed == [] or len(session.executed) == 1
+    sent = [w for batch in batches for w in batch] + session.executed
+    assert all(len(batch) <= 10 for batch in batches)
+    put = "INSERT INTO simhash_index (key, simhash, url) VALUES (?, ?, ?)"
+    assert sorted(p for c, p in sent if c == put) == sorted((k, sim, "http://a.test/p") for k in index_keys(sim))
+    [(cql, params)] = [(c, p) for c, p in sent if c != put]
     assert cql.startswith("UPDATE url_state SET url = ?") and params[-2:] == ("a.test", 7)
-    assert all(c.count("?") == len(p) for c, p in batch)
-    # The same writes as the two single methods.
-    asyncio.run(state.url_put_fetch(st))
-    asyncio.run(state.simhash_add(sim, "http://a.test/p"))
-    assert session.executed == [batch[4]] and batches[1] == batch[:4]
+    assert all(c.count("?") == len(p) for c, p in sent)
 
 
 def test_host_politeness_and_finish_is_one_batch_of_the_three_writes() -> None:

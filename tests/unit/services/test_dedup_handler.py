@@ -21,7 +21,7 @@ from streamcrawl_contracts.messages import (
 from streamcrawl_contracts.topics import ARCHIVE, PAGE_FETCHED, URL_CANDIDATES, URLS
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.partition import partition_for
-from streamcrawl_core.simhash import to_signed64
+from streamcrawl_core.simhash import from_signed64, to_signed64
 from streamcrawl_core.traps import TrapConfig
 from streamcrawl_dedup.handler import DedupHandler
 from streamcrawl_dedup.seen import SeenSet, offset_key, snapshot_key
@@ -240,10 +240,10 @@ def test_near_duplicate_within_three_bits(flip_bits: int, dup: bool) -> None:
         assert len(published(outs)) == 1 and st.status == "fetched"
 
 
-def test_a_block_value_matching_another_block_is_a_candidate_but_not_a_duplicate() -> None:
-    # The near-duplicate read is block IN (0..3) AND value IN (the 4 block values): a superset. FAR's block 0
-    # is SIM's block 1 and its other blocks are SIM's inverted (51 bits away): returned, then filtered out.
-    far = to_signed64(0x0F0F_EDCB_7FFF_8000)
+def test_a_far_fingerprint_that_shares_a_table_key_is_a_candidate_but_not_a_duplicate() -> None:
+    # The near-duplicate read covers the 20 permuted-table keys: a superset. FAR agrees with SIM on blocks
+    # 0-2 (one table's key) and has blocks 3-5 inverted (31 bits away): returned, then filtered out.
+    far = to_signed64(from_signed64(SIM) ^ (((1 << 31) - 1) << 33))
     rig = Rig()
     assert published(rig.page("http://a.test/far", "h1", simhash=far))
     assert rig.run(rig.state.simhash_candidates(SIM)) == [(far, "http://a.test/far")]
@@ -275,12 +275,12 @@ def test_a_new_page_is_recorded_and_indexed_in_one_request() -> None:
 
 
 def test_a_replay_after_a_half_applied_batch_indexes_the_page() -> None:
-    # The unlogged batch is not atomic: url_state landed, the simhash_blocks rows did not. The replayed
+    # The unlogged batch is not atomic: url_state landed, the simhash_index rows did not. The replayed
     # message sees its own url_state row (a replay) and must still leave the page indexed.
     rig = Rig()
     url = "http://a.test/p"
     first = published(rig.page(url, "h1"))
-    rig.state.simhash_blocks.clear()
+    rig.state.simhash_index.clear()
     again = published(rig.page(url, "h1"))
     assert [p.url for p in again] == [p.url for p in first] == [url]
     assert rig.run(rig.state.simhash_candidates(SIM)) == [(SIM, url)]
@@ -303,7 +303,7 @@ def test_a_failed_batch_fails_the_message_and_its_retry_records_the_page() -> No
     url = "http://a.test/p"
     with pytest.raises(TransientError):
         rig.page(url, "h1")
-    assert rig.state.urls == {} and rig.state.simhash_blocks == {}
+    assert rig.state.urls == {} and rig.state.simhash_index == {}
     [pf] = published(rig.page(url, "h1"))  # the loop's retry
     assert (pf.url, pf.changed) == (url, False)
     assert rig.url_state(url).status == "fetched"

@@ -24,7 +24,8 @@ _OFFSETS = [sum(BLOCK_BITS[:i]) for i in range(len(BLOCK_BITS))]
 
 def permuted_keys(fps: np.ndarray) -> list[np.ndarray]:
     """Each table's key of every fingerprint (vectorized `index_keys`)."""
-    blocks = [(fps >> np.uint64(off)) & np.uint64((1 << bits) - 1) for off, bits in zip(_OFFSETS, BLOCK_BITS, strict=True)]
+    blocks = [(fps >> np.uint64(off)) & np.uint64((1 << bits) - 1)
+              for off, bits in zip(_OFFSETS, BLOCK_BITS, strict=True)]
     out = []
     for t, picked in enumerate(TABLES):
         key = np.zeros_like(fps)

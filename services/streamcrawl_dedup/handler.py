@@ -24,8 +24,8 @@
   nofollow. Otherwise exact duplicates by SHA-256 (content_index, first claimer wins) and
   near duplicates by SimHash (Hamming distance <= 3, via the permuted-table index of
   streamcrawl_core.neardup). A duplicate becomes an alias of its canonical URL and its links are not
-  followed. A new or changed page is published on
-  page_fetched and its out-links become candidates for their own hosts' partitions.
+  followed. A new or changed page is published on page_fetched and its out-links become candidates for
+  their own hosts' partitions.
 - Not fetch_results: the fetcher writes the url_state status of fetches that produced no parsed page and
   sends a redirect's target to url_candidates itself (one consumer fewer of every fetch result).
 """

@@ -28,6 +28,7 @@ import acsylla
 from acsylla import errors as cass_errors
 from prometheus_client import Counter
 
+from streamcrawl_runtime.consistency import ConsistencyPolicy
 from streamcrawl_runtime.metrics import Children
 from streamcrawl_runtime.ports.cql import Write
 from streamcrawl_runtime.ports.errors import TransientError
@@ -106,17 +107,23 @@ class AcsyllaSession:
     tests do with one ``asyncio.run`` per test); constructors that are not async can build one."""
 
     def __init__(self, hosts: Sequence[str], port: int, keyspace: str, *, connect_timeout_s: float = 5.0,
-                 request_timeout_s: float = 20.0) -> None:
+                 request_timeout_s: float = 20.0, consistency: ConsistencyPolicy | None = None) -> None:
         self._cluster_args: dict[str, Any] = {
             "port": port, "protocol_version": 4, "connect_timeout": connect_timeout_s,
             "request_timeout": request_timeout_s,
             "log_level": "error",  # to the "acsylla" logger (see _DropNotices)
+            # Client-side timestamps, increasing within this process: one owner's writes to a row apply in
+            # the order it made them, whichever coordinator takes them.
+            "timestamp_gen": "monotonic",
         }
+        self.consistency = consistency or ConsistencyPolicy()
+        self._serial = acsylla.Consistency[self.consistency.serial]
         self._hosts = list(hosts)
         self._keyspace = keyspace
         self._session: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._prepared: dict[str, Any] = {}
+        self._levels: dict[str, acsylla.Consistency] = {}
         self._lock: asyncio.Lock | None = None
 
     async def _open(self) -> Any:
@@ -145,9 +152,17 @@ class AcsyllaSession:
         if session is None:
             session = await self._open()
         prepared = self._prepared.get(cql) or await self._prepare(session, cql)
-        stmt = prepared.bind(page_size=page_size, page_state=page_state)
+        stmt = prepared.bind(page_size=page_size, page_state=page_state, consistency=self._level(cql),
+                             serial_consistency=self._serial)
         stmt.bind_list(params if type(params) is list else list(params))  # the driver takes a list only
         return session, stmt
+
+    def _level(self, cql: str) -> acsylla.Consistency:
+        """The statement's consistency level, from its table's class (streamcrawl_runtime.consistency)."""
+        level = self._levels.get(cql)
+        if level is None:
+            level = self._levels[cql] = acsylla.Consistency[self.consistency.for_table(statement_kind(cql)[0])]
+        return level
 
     async def execute(self, cql: str, params: Sequence[Any], page_size: int | None = None) -> list[Any]:
         session, stmt = await self._bound(cql, params, page_size)
@@ -170,12 +185,16 @@ class AcsyllaSession:
             return
         batch = acsylla.create_batch_unlogged()
         session = None
+        levels = []
         for cql, params in writes:
             session, stmt = await self._bound(cql, params)
             batch.add_statement(stmt)
+            levels.append(self._level(cql))
             _STATEMENTS(*statement_kind(cql)).inc()
         if session is None:
             return
+        strongest = self.consistency.strongest(lv.name for lv in levels)  # type: ignore[misc]
+        batch.set_consistency(acsylla.Consistency[strongest].value)
         _STATEMENTS("batch", "batch").inc()
         _BATCH.inc()
         with _AS_TRANSIENT:

@@ -22,7 +22,8 @@ def crawl_cql_session(settings: StackSettings, keyspace: str | None = None,
     """An asyncio CQL session on the crawl keyspace (``keyspace=""``: none); it connects on first use."""
     return AcsyllaSession(settings.cassandra_host_list, settings.cassandra_port,
                           settings.cassandra_keyspace if keyspace is None else keyspace,
-                          connect_timeout_s=5.0, request_timeout_s=request_timeout_s)
+                          connect_timeout_s=5.0, request_timeout_s=request_timeout_s,
+                          consistency=settings.consistency())
 
 
 def blocking_cql_session(settings: StackSettings, keyspace: str | None = None,

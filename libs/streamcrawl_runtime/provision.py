@@ -44,7 +44,9 @@ def provision(settings: ProvisionSettings) -> dict[str, object]:
         raise ProvisionError(f"cassandra: no NNNN_name.cql migrations in {settings.migrations_dir}")
     step = "kafka"
     try:
-        topics = ensure_topics(settings.kafka_bootstrap, settings.partitions)
+        topics = ensure_topics(settings.kafka_bootstrap, settings.partitions,
+                               replication_factor=settings.kafka_replication_factor,
+                               min_insync_replicas=settings.kafka_min_insync_replicas)
         step = "cassandra"
         migrations = apply_migrations(settings, settings.migrations_dir)
         ensure_partition_count(settings)

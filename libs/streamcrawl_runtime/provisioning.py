@@ -29,7 +29,7 @@ class ProvisionError(RuntimeError):
 
 
 def ensure_topics(bootstrap: str, partitions: int, specs: tuple[TopicSpec, ...] = ALL_TOPICS,
-                  timeout_s: float = 30.0, replication_factor: int = 1) -> list[str]:
+                  timeout_s: float = 30.0, replication_factor: int = 1, min_insync_replicas: int = 1) -> list[str]:
     """Create every missing topic (host-keyed ones with ``partitions``); returns the names created.
     Existing topics with a different partition count are an error: re-homing hosts silently would break
     politeness ownership, so the count of a live crawl is never changed here."""
@@ -44,7 +44,7 @@ def ensure_topics(bootstrap: str, partitions: int, specs: tuple[TopicSpec, ...] 
         return []
     futures = admin.create_topics(
         [NewTopic(s.name, num_partitions=s.partitions(partitions), replication_factor=replication_factor,
-                  config=s.config()) for s in missing],
+                  config={**s.config(), "min.insync.replicas": str(min_insync_replicas)}) for s in missing],
         operation_timeout=timeout_s,
     )
     created: list[str] = []

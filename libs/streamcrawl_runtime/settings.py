@@ -23,6 +23,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from streamcrawl_contracts.topics import DEFAULT_PARTITIONS
 from streamcrawl_core.politeness import PolitenessConfig
 
+from streamcrawl_runtime.consistency import ConsistencyPolicy, Level, SerialLevel
+
 SHARED_PREFIX = "STREAMCRAWL_"
 
 
@@ -45,6 +47,24 @@ class StackSettings(BaseSettings):
     #: Partitions of every host-keyed topic: the most instances of one service that can share the work. Fixed
     #: for the life of a crawl (README, "Choosing the partition count"); services refuse other counts.
     partitions: int = Field(default=DEFAULT_PARTITIONS, ge=1, le=10_000)
+    #: Replicas of every topic, and the in-sync replicas a write needs (producers use acks=all): 1 and 1 on the
+    #: local stack; 3 and 2 on a cluster (the chart's), so one broker can be down without losing a write.
+    kafka_replication_factor: int = Field(default=1, ge=1)
+    kafka_min_insync_replicas: int = Field(default=1, ge=1)
+    #: Consistency level of each statement class (streamcrawl_runtime.consistency has the table): leases and
+    #: fencing marks, content claims, crawl state, control-plane tables, statistics; and the serial level of
+    #: lightweight transactions.
+    cassandra_consistency_leases: Level = "QUORUM"
+    cassandra_consistency_claims: Level = "QUORUM"
+    cassandra_consistency_state: Level = "QUORUM"
+    cassandra_consistency_control: Level = "QUORUM"
+    cassandra_consistency_stats: Level = "ONE"
+    cassandra_serial_consistency: SerialLevel = "SERIAL"
+
+    def consistency(self) -> ConsistencyPolicy:
+        return ConsistencyPolicy(self.cassandra_consistency_leases, self.cassandra_consistency_claims,
+                                 self.cassandra_consistency_state, self.cassandra_consistency_control,
+                                 self.cassandra_consistency_stats, self.cassandra_serial_consistency)
 
     @property
     def cassandra_host_list(self) -> list[str]:

@@ -57,6 +57,14 @@ STREAMCRAWL_CASSANDRA_HOSTS: {{ .Values.engines.cassandraHosts | quote }}
 STREAMCRAWL_CASSANDRA_PORT: {{ .Values.engines.cassandraPort | quote }}
 STREAMCRAWL_CASSANDRA_KEYSPACE: {{ .Values.engines.cassandraKeyspace | quote }}
 STREAMCRAWL_CASSANDRA_REPLICATION: {{ .Values.engines.cassandraReplication | quote }}
+STREAMCRAWL_CASSANDRA_CONSISTENCY_LEASES: {{ .Values.engines.cassandraConsistency.leases | quote }}
+STREAMCRAWL_CASSANDRA_CONSISTENCY_CLAIMS: {{ .Values.engines.cassandraConsistency.claims | quote }}
+STREAMCRAWL_CASSANDRA_CONSISTENCY_STATE: {{ .Values.engines.cassandraConsistency.state | quote }}
+STREAMCRAWL_CASSANDRA_CONSISTENCY_CONTROL: {{ .Values.engines.cassandraConsistency.control | quote }}
+STREAMCRAWL_CASSANDRA_CONSISTENCY_STATS: {{ .Values.engines.cassandraConsistency.stats | quote }}
+STREAMCRAWL_CASSANDRA_SERIAL_CONSISTENCY: {{ .Values.engines.cassandraConsistency.serial | quote }}
+STREAMCRAWL_KAFKA_REPLICATION_FACTOR: {{ .Values.engines.kafkaReplicationFactor | quote }}
+STREAMCRAWL_KAFKA_MIN_INSYNC_REPLICAS: {{ .Values.engines.kafkaMinInsyncReplicas | quote }}
 STREAMCRAWL_S3_ENDPOINT: {{ .Values.engines.s3Endpoint | quote }}
 STREAMCRAWL_S3_BUCKET: {{ .Values.engines.s3Bucket | quote }}
 STREAMCRAWL_S3_SECURE: {{ .Values.engines.s3Secure | quote }}

@@ -18,7 +18,8 @@ export STREAMCRAWL_HELM := $(HELM)
 IMAGE        ?= streamcrawl:0.1.0
 
 .PHONY: audit help venv stack-up stack-down stack-status stack-reset test test-unit test-integration test-e2e \
-        lint schemas schemas-check run bench-core bench-crawl bench-idle clean helm helm-check image browser screenshot
+        lint schemas schemas-check run bench-core bench-crawl bench-idle bench-scale bench-memory clean helm helm-check image browser \
+        screenshot
 
 help:
 	@echo "make run            start the stack and every service, crawl the bundled synthetic web (Ctrl-C stops);"
@@ -32,6 +33,8 @@ help:
 	@echo "make bench-core     core library benchmarks (docs/benchmarks.md)"
 	@echo "make bench-crawl    whole crawl vs Scrapy: 2,000 hosts (CPU-bound), 10 deep and 100 small hosts (politeness-bound)"
 	@echo "make bench-idle     what the five services cost with nothing to fetch"
+	@echo "make bench-scale    1, 2 and 3 instances of every service on 2,000 hosts: pages/s, CPU-ms per page"
+	@echo "make bench-memory   frontier memory at 10M queued URLs / 1M hosts; near-dup index rows per query"
 	@echo "make screenshot     retake docs/dashboard.png from the dashboard test's live crawl"
 
 # The venv's own installers, pinned: `python -m venv` seeds whatever pip and setuptools the interpreter
@@ -157,6 +160,17 @@ bench-core: venv
 
 # Whole crawl vs Scrapy on 2,000 synthetic hosts (docs/benchmarks-crawl.md). Resets the crawl's topics,
 # tables and bucket on the local stack, and uses ports 8480/8553: run it when no other crawl uses them.
+# 1, 2 and 3 instances of every service on the 2,000-host web: pages/s and CPU-ms per page (docs/benchmarks-scale.md).
+# Resets the crawl on the local stack and uses ports 8480/8553, like bench-crawl.
+bench-scale: stack-up
+	$(VPY) bench/scale_bench.py --hosts 2000 --duration 240 --instances 1 2 3 --out docs/benchmarks-scale.md
+
+# The frontier's memory with 10M queued URLs over 1M hosts, and the near-duplicate index's rows per query at
+# 10^6 and 10^7 fingerprints (docs/benchmarks-scale.md); no stack needed.
+bench-memory: venv
+	$(VPY) bench/frontier_memory.py --hosts 1000000 --per-host 10 --fetches 200000
+	$(VPY) bench/neardup_rows.py --sizes 1000000 10000000
+
 bench-crawl: stack-up
 	$(VPY) -m pip install -q -r requirements-bench.txt
 	$(VPY) bench/crawl_bench.py --hosts 2000 --duration 240 --out docs/benchmarks-crawl.md

@@ -141,6 +141,12 @@ class SyntheticQueues:
     async def host_put_lease(self, *args: Any) -> None:
         self.writes += 1
 
+    async def crawl_pauses(self) -> set[str]:
+        return set()
+
+    async def summary_put(self, summary: Any) -> None:
+        self.writes += 1
+
 
 def handler(state: SyntheticQueues, args: argparse.Namespace, clock: list[float]) -> FrontierHandler:
     return FrontierHandler(state, PolitenessConfig(jitter=0.0), partitions=PARTITIONS, max_hosts=args.max_hosts,

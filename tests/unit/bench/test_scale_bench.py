@@ -43,7 +43,7 @@ def test_the_memory_benchmark_runs_small_and_reports_the_frontier_bounded(capsys
     fm.main()
     out = capsys.readouterr().out
     assert "| rebuild of all 64 partitions by a new handler |" in out
-    rebuild = [ln for ln in out.splitlines() if ln.startswith("| rebuild")][0]
+    rebuild = next(ln for ln in out.splitlines() if ln.startswith("| rebuild"))
     assert rebuild.split("|")[4].strip() == "200"  # hosts in memory: max_hosts, however many are queued
 
 
@@ -53,6 +53,6 @@ def test_the_neardup_benchmark_finds_every_planted_near_duplicate(capsys) -> Non
     nr.main()
     out = capsys.readouterr().out
     for layout in ("permuted", "old"):
-        row = [ln for ln in out.splitlines() if layout in ln and ln.startswith("| 20,000")][0]
+        row = next(ln for ln in out.splitlines() if layout in ln and ln.startswith("| 20,000"))
         near_min = int(row.split("|")[4].split("/")[1])
         assert near_min >= 1  # every planted near duplicate is among the rows its query reads

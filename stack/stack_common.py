@@ -20,6 +20,8 @@ KAFKA_CONTROLLER_PORT = int(os.environ.get("STREAMCRAWL_KAFKA_CONTROLLER_PORT", 
 CASSANDRA_PORT = int(os.environ.get("STREAMCRAWL_CASSANDRA_PORT", "19042"))
 CASSANDRA_STORAGE_PORT = int(os.environ.get("STREAMCRAWL_CASSANDRA_STORAGE_PORT", "17000"))
 S3_PORT = int(os.environ.get("STREAMCRAWL_S3_PORT", "19000"))
+#: "single" (one node of each engine) or "cluster" (three Kafka and three Cassandra nodes: stack_cluster).
+PROFILE = os.environ.get("STREAMCRAWL_STACK_PROFILE", "single")
 VERSITYGW_MODULE = "github.com/versity/versitygw/cmd/versitygw@v1.8.0"
 S3_ACCESS, S3_SECRET = "streamcrawl", "streamcrawl-secret"
 
@@ -45,10 +47,10 @@ def fail(engine: str, what: str, log: Path | None = None) -> StackError:
     return StackError(f"stack: {engine}: {what}{where}")
 
 
-def port_in_use(port: int) -> bool:
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+        return s.connect_ex((host, port)) == 0
 
 
 def run_logged(engine: str, cmd: list[str], log: Path, env: dict[str, str] | None = None,

@@ -3,6 +3,9 @@
 
     python stack/stackctl.py up | down | status | fetch
 
+With STREAMCRAWL_STACK_PROFILE=cluster (source stack/cluster.env) it runs three Kafka and three Cassandra
+nodes on 127.0.0.1-3 instead of one of each (stack_cluster).
+
 Everything it downloads, builds or writes lives under .stack/ (git-ignored): jars and binaries are
 fetched once and reused; data, logs and pid files sit beside them. Each start waits on a real readiness
 probe (an admin call, a CQL query, an S3 call) and fails with one line naming the engine and its log.
@@ -22,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import stack_cluster
 from stack_common import (  # the stack's own modules, beside this script
     CASSANDRA_PORT,
     CASSANDRA_STORAGE_PORT,
@@ -30,6 +34,7 @@ from stack_common import (  # the stack's own modules, beside this script
     KAFKA_CONTROLLER_PORT,
     KAFKA_PORT,
     LOGS,
+    PROFILE,
     READY_TIMEOUT_S,
     ROOT,
     RUN,
@@ -55,6 +60,11 @@ class Engine:
     command: Callable[[], list[str]]
     ready: Callable[[], None]  # raises while not ready
     prepare: Callable[[], None] = lambda: None
+    host: str = "127.0.0.1"
+    kind: str = ""  # kafka, cassandra or s3 (the readiness timeout); default: the name
+
+    def __post_init__(self) -> None:
+        self.kind = self.kind or self.name
 
     @property
     def pid_file(self) -> Path:
@@ -90,27 +100,44 @@ def _fill(template: Path, target: Path, values: dict[str, str]) -> None:
     target.write_text(text)
 
 
-def kafka_engine() -> Engine:
-    conf = STACK / "kafka" / "server.properties"
-    data = DATA / "kafka"
+def kafka_engine(node: int | None = None) -> Engine:
+    """The single-node broker, or node ``node`` (1-3) of the cluster profile."""
     lib = STACK / "kafka" / "lib"
     base = [_java(), "-Xms256m", "-Xmx512m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={HERE / 'kafka' / 'log4j2.properties'}",
             f"-Dkafka.logs.dir={LOGS}", "-cp", f"{lib}/*"]
+    name = "kafka" if node is None else f"kafka-{node}"
+    host = "127.0.0.1" if node is None else stack_cluster.ADDRESSES[node - 1]
+    conf = STACK / "kafka" / ("server.properties" if node is None else f"server-{node}.properties")
 
     def prepare() -> None:
-        _fill(HERE / "kafka" / "server.properties.in", conf,
-              {"BROKER_PORT": str(KAFKA_PORT), "CONTROLLER_PORT": str(KAFKA_CONTROLLER_PORT), "DATA": str(data)})
+        if node is None:
+            data = DATA / "kafka"
+            _fill(HERE / "kafka" / "server.properties.in", conf,
+                  {"BROKER_PORT": str(KAFKA_PORT), "CONTROLLER_PORT": str(KAFKA_CONTROLLER_PORT), "DATA": str(data)})
+            cluster_id = _kafka_cluster_id()
+        else:
+            _, data = stack_cluster.kafka_config(node)
+            cluster_id = _shared_cluster_id()
         if not (data / "meta.properties").exists():
             data.mkdir(parents=True, exist_ok=True)
-            run_logged("kafka", [*base, "kafka.tools.StorageTool", "format", f"--cluster-id={_kafka_cluster_id()}",
-                                 "-c", str(conf), "--ignore-formatted"], log_path("kafka-format"), timeout=120)
+            run_logged(name, [*base, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
+                              "-c", str(conf), "--ignore-formatted"], log_path(f"{name}-format"), timeout=120)
 
     def ready() -> None:
         from confluent_kafka.admin import AdminClient
-        AdminClient({"bootstrap.servers": f"127.0.0.1:{KAFKA_PORT}", "log_level": 0}).list_topics(timeout=3)
+        AdminClient({"bootstrap.servers": f"{host}:{KAFKA_PORT}", "log_level": 0}).list_topics(timeout=3)
 
-    return Engine("kafka", KAFKA_PORT, lambda: [*base, "kafka.Kafka", str(conf)], ready, prepare)
+    return Engine(name, KAFKA_PORT, lambda: [*base, "kafka.Kafka", str(conf)], ready, prepare, host, "kafka")
+
+
+def _shared_cluster_id() -> str:
+    """The cluster profile's one KRaft cluster id, made once: every node's storage is formatted with it."""
+    path = STACK / "kafka" / "cluster.id"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(_kafka_cluster_id())
+    return path.read_text().strip()
 
 
 def _kafka_cluster_id() -> str:
@@ -123,21 +150,30 @@ def _kafka_cluster_id() -> str:
             return cid
 
 
-def cassandra_engine() -> Engine:
-    conf = STACK / "cassandra" / "cassandra.yaml"
-    data = DATA / "cassandra"
+def cassandra_engine(node: int | None = None) -> Engine:
+    """The single node, or node ``node`` (1-3) of the cluster profile."""
     lib = STACK / "cassandra" / "lib"
     opts = [ln.strip() for ln in (HERE / "cassandra" / "jvm17.options").read_text().splitlines()
             if ln.strip() and not ln.startswith("#")]
+    name = "cassandra" if node is None else f"cassandra-{node}"
+    host = "127.0.0.1" if node is None else stack_cluster.ADDRESSES[node - 1]
+    conf = STACK / "cassandra" / ("cassandra.yaml" if node is None else f"cassandra-{node}.yaml")
+    data = DATA / ("cassandra" if node is None else f"cassandra-{node}")
+    # The cluster's nodes join at once, without the 30 s waits a node makes for gossip to settle.
+    fast_join = [] if node is None else ["-Dcassandra.ring_delay_ms=2000",
+                                         "-Dcassandra.skip_wait_for_gossip_to_settle=0"]
 
     def prepare() -> None:
-        _fill(HERE / "cassandra" / "cassandra.yaml.in", conf,
-              {"STORAGE_PORT": str(CASSANDRA_STORAGE_PORT), "SSL_STORAGE_PORT": str(CASSANDRA_STORAGE_PORT + 1),
-               "NATIVE_PORT": str(CASSANDRA_PORT), "DATA": str(data)})
+        if node is None:
+            _fill(HERE / "cassandra" / "cassandra.yaml.in", conf,
+                  {"STORAGE_PORT": str(CASSANDRA_STORAGE_PORT), "SSL_STORAGE_PORT": str(CASSANDRA_STORAGE_PORT + 1),
+                   "NATIVE_PORT": str(CASSANDRA_PORT), "DATA": str(data)})
+        else:
+            stack_cluster.cassandra_config(node)
         data.mkdir(parents=True, exist_ok=True)
 
     def command() -> list[str]:
-        return [_java(), "-Xms1g", "-Xmx1g", *opts,
+        return [_java(), "-Xms1g", "-Xmx1g", *opts, *fast_join,
                 "-Dcassandra-foreground=yes", f"-Dcassandra.config=file://{conf}",
                 f"-Dcassandra.storagedir={data}", f"-Dcassandra.logdir={LOGS}",
                 f"-Dlogback.configurationFile={HERE / 'cassandra' / 'logback.xml'}",
@@ -149,8 +185,9 @@ def cassandra_engine() -> Engine:
         import acsylla
 
         async def probe() -> None:
-            cluster = acsylla.create_cluster(["127.0.0.1"], port=CASSANDRA_PORT, protocol_version=4,
-                                             connect_timeout=3, request_timeout=5, log_level="critical")
+            cluster = acsylla.create_cluster([host], port=CASSANDRA_PORT, protocol_version=4,
+                                             connect_timeout=3, request_timeout=5, log_level="critical",
+                                             whitelist_hosts=host)
             session = await cluster.create_session()
             try:
                 await session.execute(acsylla.create_statement("SELECT release_version FROM system.local"))
@@ -159,7 +196,7 @@ def cassandra_engine() -> Engine:
 
         asyncio.run(probe())
 
-    return Engine("cassandra", CASSANDRA_PORT, command, ready, prepare)
+    return Engine(name, CASSANDRA_PORT, command, ready, prepare, host, "cassandra")
 
 
 def s3_engine() -> Engine:
@@ -181,14 +218,28 @@ def s3_engine() -> Engine:
                                           "posix", "--sidecar", str(meta), str(root)], ready, prepare)
 
 
-ENGINES: dict[str, Callable[[], Engine]] = {"kafka": kafka_engine, "cassandra": cassandra_engine, "s3": s3_engine}
+def engines() -> list[list[Engine]]:
+    """The profile's engines in start groups: a group starts together, after the one before is ready."""
+    if PROFILE == "cluster":
+        nodes = range(1, stack_cluster.NODES + 1)
+        # The Kafka quorum needs a majority of its voters up at once; Cassandra's nodes join one by one.
+        return [[*(kafka_engine(i) for i in nodes), cassandra_engine(1), s3_engine()],
+                *([cassandra_engine(i)] for i in nodes if i > 1)]
+    return [[kafka_engine(), cassandra_engine(), s3_engine()]]
+
+
+def all_engines() -> list[Engine]:
+    return [e for group in engines() for e in group]
+
+
+ENGINE_KINDS = ("kafka", "cassandra", "s3")
 
 
 def start(engine: Engine) -> subprocess.Popen[bytes] | None:
     if engine.pid() is not None:
         return None  # already running: `up` is a no-op for it
-    if port_in_use(engine.port):
-        raise fail(engine.name, f"port 127.0.0.1:{engine.port} is already taken by another process", engine.log)
+    if port_in_use(engine.port, engine.host):
+        raise fail(engine.name, f"port {engine.host}:{engine.port} is already taken by another process", engine.log)
     engine.prepare()
     LOGS.mkdir(parents=True, exist_ok=True)
     RUN.mkdir(parents=True, exist_ok=True)
@@ -202,7 +253,7 @@ def start(engine: Engine) -> subprocess.Popen[bytes] | None:
 
 def wait_ready(engine: Engine, proc: subprocess.Popen[bytes] | None) -> float:
     t0 = time.monotonic()
-    deadline = t0 + READY_TIMEOUT_S[engine.name]
+    deadline = t0 + READY_TIMEOUT_S[engine.kind]
     last: Exception | None = None
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
@@ -214,7 +265,7 @@ def wait_ready(engine: Engine, proc: subprocess.Popen[bytes] | None) -> float:
         except Exception as exc:  # the probe's own error is only interesting at the deadline
             last = exc
             time.sleep(1.0)
-    raise fail(engine.name, f"not ready after {READY_TIMEOUT_S[engine.name]}s ({type(last).__name__})", engine.log)
+    raise fail(engine.name, f"not ready after {READY_TIMEOUT_S[engine.kind]}s ({type(last).__name__})", engine.log)
 
 
 def provision() -> None:
@@ -229,8 +280,10 @@ def provision() -> None:
         done = provision_engines(ProvisionSettings())
     except ProvisionError as exc:
         engine = str(exc).split(":", 1)[0]
-        raise fail(engine if engine in ENGINES else "stack", f"provisioning failed: {exc}",
-                   log_path(engine if engine in ENGINES else "kafka")) from exc
+        known = engine in ENGINE_KINDS
+        raise fail(engine if known else "stack", f"provisioning failed: {exc}",
+                   log_path((engine if known else "kafka") + ("-1" if PROFILE == "cluster" and engine != "s3" else ""))
+                   ) from exc
     created, applied = done["topics_created"], done["migrations_applied"]
     assert isinstance(created, list) and isinstance(applied, list)
     print(f"stack: provisioned: {len(created)} topics created, {len(applied)} migrations applied, "
@@ -248,20 +301,19 @@ def cmd_fetch() -> None:
 def cmd_up() -> None:
     t0 = time.monotonic()
     cmd_fetch()
-    engines = [make() for make in ENGINES.values()]
-    started = [(e, start(e)) for e in engines]  # start all three, then wait: they boot in parallel
-    for engine, proc in started:
-        took = wait_ready(engine, proc)
-        state = "started" if proc is not None else "already running"
-        print(f"stack: {engine.name} {state}, ready on 127.0.0.1:{engine.port} after {took:.1f}s "
-              f"(log {rel(engine.log)})")
+    for group in engines():
+        started = [(e, start(e)) for e in group]  # a group boots in parallel, then is waited for
+        for engine, proc in started:
+            took = wait_ready(engine, proc)
+            state = "started" if proc is not None else "already running"
+            print(f"stack: {engine.name} {state}, ready on {engine.host}:{engine.port} after {took:.1f}s "
+                  f"(log {rel(engine.log)})")
     provision()
     print(f"stack: up in {time.monotonic() - t0:.1f}s")
 
 
 def cmd_down() -> None:
-    for make in ENGINES.values():
-        engine = make()
+    for engine in all_engines():
         pid = engine.pid()
         if pid is None:
             engine.pid_file.unlink(missing_ok=True)
@@ -279,8 +331,7 @@ def cmd_down() -> None:
 
 def cmd_status() -> int:
     bad = 0
-    for make in ENGINES.values():
-        engine = make()
+    for engine in all_engines():
         pid = engine.pid()
         healthy = False
         if pid is not None:
@@ -291,7 +342,7 @@ def cmd_status() -> int:
                 healthy = False
         bad += 0 if healthy else 1
         state = "healthy" if healthy else ("running, not ready" if pid else "stopped")
-        print(f"{engine.name:10s} {state:20s} pid={pid or '-':<8} 127.0.0.1:{engine.port:<6} log={engine.log}")
+        print(f"{engine.name:12s} {state:20s} pid={pid or '-':<8} {engine.host}:{engine.port:<6} log={engine.log}")
     return 1 if bad else 0
 
 

@@ -107,7 +107,8 @@ class AcsyllaSession:
     tests do with one ``asyncio.run`` per test); constructors that are not async can build one."""
 
     def __init__(self, hosts: Sequence[str], port: int, keyspace: str, *, connect_timeout_s: float = 5.0,
-                 request_timeout_s: float = 20.0, consistency: ConsistencyPolicy | None = None) -> None:
+                 request_timeout_s: float = 20.0, consistency: ConsistencyPolicy | None = None,
+                 pin_hosts: bool = False) -> None:
         self._cluster_args: dict[str, Any] = {
             "port": port, "protocol_version": 4, "connect_timeout": connect_timeout_s,
             "request_timeout": request_timeout_s,
@@ -116,6 +117,8 @@ class AcsyllaSession:
             # the order it made them, whichever coordinator takes them.
             "timestamp_gen": "monotonic",
         }
+        if pin_hosts:  # coordinators only among ``hosts`` (the driver would use every node it discovers)
+            self._cluster_args["whitelist_hosts"] = ",".join(hosts)
         self.consistency = consistency or ConsistencyPolicy()
         self._serial = acsylla.Consistency[self.consistency.serial]
         self._hosts = list(hosts)

@@ -214,7 +214,7 @@ class RunLoop:
             # Hand everything over: the records in flight finish, outputs are flushed, offsets committed and
             # the handler settles its partitions, all before the group hears that this member leaves.
             owned = sorted(self._own.owned)
-            commits = await self._release(owned, drain_s=60.0)
+            commits = await self._release(owned, drain_s=self.cfg.revoke_drain_s)
             self._commit(commits)
             self._closing = True  # the revoke callback of close() finds nothing left to do
             self._own.clear()

@@ -101,7 +101,8 @@ async def _serve(service: str, settings: S, build: Build[S], readiness: Readines
     wiring: Wiring = await built if inspect.isawaitable(built) else built  # type: ignore[assignment]
     options: dict[str, Any] = {"settle_heap": True, **wiring.loop}
     config = LoopConfig(service=service, group_id=settings.group_id, bootstrap=settings.stack.kafka_bootstrap,
-                        subscriptions=wiring.subscriptions, **options)
+                        subscriptions=wiring.subscriptions, group_protocol=settings.stack.kafka_group_protocol,
+                        **options)
     loop = RunLoop(config, wiring.handler, readiness=readiness)
     readiness.checks = {"kafka": loop.kafka_check, **wiring.checks}
     readiness.engines = {name: "not probed yet" for name in readiness.checks}

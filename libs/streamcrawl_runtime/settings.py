@@ -16,7 +16,7 @@ passes them down. Nothing below the entrypoint reads the environment.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -49,6 +49,9 @@ class StackSettings(BaseSettings):
     partitions: int = Field(default=DEFAULT_PARTITIONS, ge=1, le=10_000)
     #: Replicas of every topic, and the in-sync replicas a write needs (producers use acks=all): 1 and 1 on the
     #: local stack; 3 and 2 on a cluster (the chart's), so one broker can be down without losing a write.
+    #: "consumer": Kafka 4's consumer group protocol (KIP-848): incremental rebalances with the broker's range
+    #: assignor; "classic" for brokers before 4.0 (eager rebalances: every scale step stops the group).
+    kafka_group_protocol: Literal["consumer", "classic"] = "consumer"
     kafka_replication_factor: int = Field(default=1, ge=1)
     kafka_min_insync_replicas: int = Field(default=1, ge=1)
     #: Consistency level of each statement class (streamcrawl_runtime.consistency has the table): leases and

@@ -197,7 +197,7 @@ class AcsyllaSession:
         if session is None:
             return
         strongest = self.consistency.strongest(lv.name for lv in levels)  # type: ignore[misc]
-        batch.set_consistency(acsylla.Consistency[strongest].value)
+        batch.set_consistency(acsylla.Consistency[strongest])
         _STATEMENTS("batch", "batch").inc()
         _BATCH.inc()
         with _AS_TRANSIENT:

@@ -6,7 +6,7 @@ sets them once: STREAMCRAWL_CASSANDRA_CONSISTENCY_<CLASS>). Driver-free; the acs
   must see the last write.
 - claims (content_index, crawl_settings), QUORUM, and SERIAL for the lightweight transaction: the first
   claimer wins, across dedup instances.
-- state (url_state, frontier_host_queue, frontier_hosts, due_index, simhash_index), QUORUM: durable
+- state (url_state, frontier_host_queue, frontier_hosts, due_index, due_by_part, simhash_index), QUORUM: durable
   before an offset is committed.
 - control (blocklist, host_overrides, crawl_pauses, schema_migrations), QUORUM: an operator's change is
   seen by every service.
@@ -34,7 +34,7 @@ TABLE_CLASS: dict[str, StatementClass] = {
     "host_state": "leases",
     "content_index": "claims", "crawl_settings": "claims",
     "url_state": "state", "frontier_host_queue": "state", "frontier_hosts": "state", "due_index": "state",
-    "simhash_index": "state",
+    "due_by_part": "state", "simhash_index": "state",
     "blocklist": "control", "host_overrides": "control", "crawl_pauses": "control", "schema_migrations": "control",
     "frontier_summary": "stats", "host_outcomes": "stats", "local": "stats", "peers": "stats",
 }

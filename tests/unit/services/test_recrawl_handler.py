@@ -32,7 +32,7 @@ def host_of(url: str) -> str:
 
 class Rig:
     def __init__(self, refresh_per_scan: int = 2000, owned: tuple[int, ...] = tuple(range(8))) -> None:
-        self.state = MemoryCrawlState()
+        self.state = MemoryCrawlState(partitions=8)
         # Importance 1 for every depth: these tests pin the doubling rule's intervals (see the importance tests).
         self.h = RecrawlHandler(self.state, CFG, scan_interval_s=5.0, scan_lookback_s=2 * DAY,
                                 refresh_per_scan=refresh_per_scan, partitions=8, importance=lambda _d: 1.0)
@@ -192,7 +192,7 @@ def test_a_failed_schedule_request_fails_the_message_and_its_retry_files_the_vis
             await super().url_put_schedule_and_due(*args)
 
     rig = Rig()
-    rig.state = rig.h.state = Failing()  # type: ignore[assignment]
+    rig.state = rig.h.state = Failing(partitions=8)  # type: ignore[assignment]
     with pytest.raises(TransientError):
         rig.result(T0)
     assert rig.state.urls == {} and rig.state.due == {}
@@ -236,7 +236,7 @@ def test_scans_read_nothing_until_a_filed_visit_is_due() -> None:
             return await super().due_range(start, end, limit, parts)
 
     rig = Rig()
-    rig.state = rig.h.state = Counting()  # type: ignore[assignment]
+    rig.state = rig.h.state = Counting(partitions=8)  # type: ignore[assignment]
     assert rig.tick(T0) == [] and rig.state.reads == 1  # the full scan on assignment
     assert rig.state.last == (T0 - 2 * DAY, T0)
     for t in (T0 + 5, T0 + 60, T0 + 300):
@@ -325,7 +325,7 @@ def _visits(h: RecrawlHandler, state: MemoryCrawlState, hashes: list[str], gap: 
 
 
 def test_change_rate_estimator_sets_the_interval_from_the_visit_history() -> None:
-    state = MemoryCrawlState()
+    state = MemoryCrawlState(partitions=8)
     h = RecrawlHandler(state, RATE_CFG, partitions=8)  # depth 2: importance 1.0
     delays = _visits(h, state, ["a", "b", "c", "c", "d"])
     st = state.urls[("a.test", FP)]
@@ -337,7 +337,7 @@ def test_change_rate_estimator_sets_the_interval_from_the_visit_history() -> Non
 
 
 def test_unchanged_pages_go_to_the_longest_interval_and_changing_ones_come_back_sooner() -> None:
-    same_state, busy_state = MemoryCrawlState(), MemoryCrawlState()
+    same_state, busy_state = MemoryCrawlState(partitions=8), MemoryCrawlState(partitions=8)
     same = _visits(RecrawlHandler(same_state, RATE_CFG, partitions=8), same_state, ["a"] * 5)
     busy = _visits(RecrawlHandler(busy_state, RATE_CFG, partitions=8), busy_state, ["a", "b", "c", "d", "e"])
     assert same == sorted(same) and same[-1] == RATE_CFG.max_interval_s  # no change seen in 4 visits
@@ -345,7 +345,7 @@ def test_unchanged_pages_go_to_the_longest_interval_and_changing_ones_come_back_
 
 
 def test_importance_shortens_the_delay_of_pages_near_the_seeds() -> None:
-    near_state, far_state = MemoryCrawlState(), MemoryCrawlState()
+    near_state, far_state = MemoryCrawlState(partitions=8), MemoryCrawlState(partitions=8)
     near = _visits(RecrawlHandler(near_state, RATE_CFG, partitions=8), near_state, ["a", "b"], depth=0)
     far = _visits(RecrawlHandler(far_state, RATE_CFG, partitions=8), far_state, ["a", "b"], depth=6)
     assert near[0] == 50.0 and far[0] == 100.0 / 0.5  # importance 2.0 at depth 0, 0.5 at depth 6
@@ -353,7 +353,7 @@ def test_importance_shortens_the_delay_of_pages_near_the_seeds() -> None:
 
 
 def test_refreshes_skip_blocked_hosts_and_respect_the_host_budget() -> None:
-    state = MemoryCrawlState()
+    state = MemoryCrawlState(partitions=8)
     h = RecrawlHandler(state, CFG, partitions=8, host_page_budget=2, importance=lambda _d: 1.0)
     asyncio.run(h.on_assign(list(range(8))))
     for i in range(4):
@@ -368,7 +368,7 @@ def test_refreshes_skip_blocked_hosts_and_respect_the_host_budget() -> None:
 
 
 def test_a_scan_reads_only_the_owned_partitions() -> None:
-    state = MemoryCrawlState()
+    state = MemoryCrawlState(partitions=8)
     h = RecrawlHandler(state, CFG, partitions=8)
     mine = next(f"h{i}.test" for i in range(100) if partition_for(f"h{i}.test", 8) == 3)
     other = next(f"h{i}.test" for i in range(100) if partition_for(f"h{i}.test", 8) != 3)

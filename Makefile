@@ -158,8 +158,6 @@ bench-core: venv
 	$(VPY) bench/core_a.py
 	$(VPY) bench/core_b.py
 
-# Whole crawl vs Scrapy on 2,000 synthetic hosts (docs/benchmarks-crawl.md). Resets the crawl's topics,
-# tables and bucket on the local stack, and uses ports 8480/8553: run it when no other crawl uses them.
 # 1, 2 and 3 instances of every service on the 2,000-host web: pages/s and CPU-ms per page (docs/benchmarks-scale.md).
 # Resets the crawl on the local stack and uses ports 8480/8553, like bench-crawl.
 bench-scale: stack-up
@@ -171,6 +169,8 @@ bench-memory: venv
 	$(VPY) bench/frontier_memory.py --hosts 1000000 --per-host 10 --fetches 200000
 	$(VPY) bench/neardup_rows.py --sizes 1000000 10000000
 
+# Whole crawl vs Scrapy on 2,000 synthetic hosts (docs/benchmarks-crawl.md). Resets the crawl's topics,
+# tables and bucket on the local stack, and uses ports 8480/8553: run it when no other crawl uses them.
 bench-crawl: stack-up
 	$(VPY) -m pip install -q -r requirements-bench.txt
 	$(VPY) bench/crawl_bench.py --hosts 2000 --duration 240 --out docs/benchmarks-crawl.md

@@ -41,6 +41,9 @@ class Readiness:
         self.engines: dict[str, str] = {name: "not probed yet" for name in self.checks}
         self.partitions = 0
         self.running = False
+        #: True while the engine checks run: an idle run loop, which blocks its event loop in poll, keeps
+        #: its polls short meanwhile, or a check needing a few loop turns would outlast its timeout.
+        self.probing = False
         self._beat = time.monotonic()
 
     def beat(self) -> None:
@@ -70,6 +73,13 @@ class Readiness:
                     "engines": dict(self.engines), "reasons": reasons}
 
     async def probe_once(self) -> None:
+        self.probing = True
+        try:
+            await self._probe_all()
+        finally:
+            self.probing = False
+
+    async def _probe_all(self) -> None:
         for name, check in self.checks.items():
             try:
                 await asyncio.wait_for(check(), self.timeout_s)

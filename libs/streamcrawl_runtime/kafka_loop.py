@@ -514,6 +514,10 @@ class RunLoop:
         """How long an idle pass may block in poll: until the next tick, or a commit of finished records,
         at most idle_wait_s."""
         wait = min(self.cfg.idle_wait_s, self._tick_at() - time.time())
+        if self.readiness.probing:
+            # The poll blocks the event loop and a probe needs a loop turn per step: an idle fetcher's
+            # Cassandra check timed out on every probe while each await waited out a 1 s poll.
+            wait = min(wait, self.cfg.busy_poll_s)
         if self._uncommitted():
             wait = min(wait, last_commit + self.cfg.commit_interval_s - time.monotonic())
         return max(0.0, wait)

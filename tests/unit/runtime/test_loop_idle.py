@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from streamcrawl_contracts.messages import Envelope, SeedMessage
+from streamcrawl_runtime.health import Readiness
 from streamcrawl_runtime.kafka_loop import LoopConfig, RunLoop
 from streamcrawl_runtime.ports.loop import Output, Record
 
@@ -76,15 +77,18 @@ class Timed:
         return (self.ticks[-1] if self.ticks else self.start) + self.every_s
 
 
-def _run(handler: Timed, seconds: float, **cfg: Any) -> IdleConsumer:
+def _run(handler: Timed, seconds: float, readiness: Readiness | None = None, **cfg: Any) -> IdleConsumer:
     loop = RunLoop(LoopConfig(service="t", group_id="g", subscriptions={"t": SeedMessage},
-                              bootstrap="127.0.0.1:1", **cfg), handler, producer=NoProducer())  # type: ignore[arg-type]
+                              bootstrap="127.0.0.1:1", **cfg), handler, producer=NoProducer(),  # type: ignore[arg-type]
+                   readiness=readiness)
     loop.consumer.close()
     consumer = IdleConsumer()
     loop.consumer = consumer  # type: ignore[assignment]
 
     async def drive() -> None:
         task = asyncio.create_task(loop.run(install_signals=False))
+        if readiness is not None:
+            await readiness.probe_once()
         await asyncio.sleep(seconds)
         loop.stop()
         await task
@@ -111,3 +115,18 @@ def test_idle_loop_without_timed_work_polls_at_most_once_per_idle_wait() -> None
     assert h.ticks == []  # no timed work: never ticked
     # each poll waits the longest allowed
     assert c.waits and all(abs(w - 0.5) < 0.01 for w in c.waits) and c.consumes == 0
+
+
+def test_idle_loop_keeps_its_polls_short_while_the_readiness_probes_run() -> None:
+    # A check of several awaits, each needing a turn of the event loop that the blocking poll holds: with
+    # 1 s polls, five steps outlast the 3 s probe timeout; with short polls meanwhile it answers at once.
+    async def check() -> None:
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+    readiness = Readiness({"engine": check}, timeout_s=3.0, need_assignment=False)
+    t0 = time.monotonic()
+    c = _run(Timed(every_s=None), 0.0, readiness=readiness, idle_wait_s=1.0)
+    assert readiness.engines == {"engine": "ok"}
+    assert time.monotonic() - t0 < 2.0  # the probe (and the stop after it) took a few short polls
+    assert min(c.waits) <= 0.05 and not readiness.probing

@@ -19,7 +19,7 @@ IMAGE        ?= streamcrawl:0.1.0
 
 .PHONY: audit help venv stack-up stack-down stack-status stack-reset test test-unit test-integration test-e2e \
         lint schemas schemas-check run bench-core bench-crawl bench-idle bench-scale bench-memory clean helm helm-check image browser \
-        screenshot
+        screenshot test-scale
 
 help:
 	@echo "make run            start the stack and every service, crawl the bundled synthetic web (Ctrl-C stops);"
@@ -87,6 +87,10 @@ test-integration: stack-up
 
 test-e2e: browser stack-up
 	$(VPY) -m pytest tests/e2e -q
+
+# The scale-out / scale-in / kill -9 crawl (issue 10): out of `make test` while its known bug stands.
+test-scale: stack-up
+	STREAMCRAWL_SCALE_E2E=1 $(VPY) -m pytest tests/e2e/test_scale_e2e.py -q
 
 # docs/dashboard.png, taken by the browser test while its crawl runs (after resume, once pages flow again).
 screenshot: browser stack-up

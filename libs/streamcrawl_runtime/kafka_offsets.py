@@ -3,14 +3,24 @@ idle detection read instead of opening consumers (a few admin requests, no group
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec
 from streamcrawl_contracts.topics import ALL_TOPICS, TopicSpec
 
 from streamcrawl_runtime.ports.control import KafkaStats, PortError
+
+#: Answers a broker gives while a new partition's leadership settles.
+_SETTLING = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                       KafkaError.UNKNOWN_TOPIC_OR_PART})
+
+
+def _settling(exc: KafkaException) -> bool:
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and (err.code() in _SETTLING or err.retriable())
 
 
 class KafkaStatsSource:
@@ -23,7 +33,20 @@ class KafkaStatsSource:
         self.timeout_s = timeout_s
         self.topics = tuple(topics)
 
-    def _offsets(self, spec: Callable[[], OffsetSpec]) -> dict[tuple[str, int], int]:
+    def _offsets(self, spec: Callable[[], OffsetSpec], attempts: int = 10) -> dict[tuple[str, int], int]:
+        # Right after topics are (re)created, e.g. by a reset, the broker can answer NOT_LEADER or
+        # UNKNOWN_TOPIC_OR_PART for a moment while the partitions' leadership settles (64 partitions a
+        # topic make that moment longer): such retriable answers are retried on fresh metadata.
+        for attempt in range(attempts):
+            try:
+                return self._offsets_once(spec)
+            except KafkaException as exc:
+                if attempt == attempts - 1 or not _settling(exc):
+                    raise
+                time.sleep(0.5)
+        raise AssertionError("unreachable")
+
+    def _offsets_once(self, spec: Callable[[], OffsetSpec]) -> dict[tuple[str, int], int]:
         meta = self.admin.list_topics(timeout=self.timeout_s)
         request = {
             TopicPartition(t.name, p): spec()

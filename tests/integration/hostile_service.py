@@ -12,42 +12,33 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 from streamcrawl_contracts.messages import Envelope, FetchRequest, FetchResult
 from streamcrawl_contracts.topics import FETCH_RESULTS, PARSED, Key, TopicSpec
 from streamcrawl_runtime.connect import blob_store, crawl_state
 from streamcrawl_runtime.kafka_loop import LoopConfig, RunLoop
-from streamcrawl_runtime.ports.loop import Handler, Output, Record
+from streamcrawl_runtime.ports.loop import Handler
 from streamcrawl_runtime.settings import StackSettings
+
+from tests.integration.kafka_helpers import TopicUnderTest
 
 #: The fetcher's limits in the corpus run: the defaults, with short timeouts so slow cases end quickly.
 FETCHER_ENV = {"allowed_networks": "127.0.0.0/8", "connect_timeout_s": 2.0, "read_timeout_s": 2.0,
                "total_timeout_s": 5.0, "dns_timeout_s": 1.0, "verify_tls": True}
 
 
-class Wrapped:
-    """Sends the service's outputs on the topic under test (`only`: fetch_results, parsed) to the test's
-    topic; the others (a redirect's or a robots.txt's candidates, WARC archive records) are dropped, so they
-    neither land on the test's topic nor pollute the shared ones."""
+class Wrapped(TopicUnderTest):
+    """The service's outputs on the topic under test (fetch_results, parsed) go to the test's topic, the
+    others are dropped (not kept: they would count in the peak RSS); writes READY_FILE once assigned."""
 
     def __init__(self, inner: Handler, to: TopicSpec, only: TopicSpec, ready: Path) -> None:
-        self.inner, self.to, self.only, self.ready = inner, to, only, ready
-
-    async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
-        return [Output(self.to, o.key, o.value) for o in await self.inner.handle(record, message)
-                if o.topic.name == self.only.name]
+        super().__init__(inner, to, only, keep_side=False)
+        self.ready = ready
 
     async def on_assign(self, partitions: list[int]) -> None:
-        await self.inner.on_assign(partitions)
+        await super().on_assign(partitions)
         self.ready.write_text(json.dumps(partitions))
-
-    async def on_revoke(self, partitions: list[int]) -> None:
-        await self.inner.on_revoke(partitions)
-
-    async def tick(self, now: float) -> Sequence[Output]:
-        return []
 
 
 def peak_rss_kib() -> int:
@@ -59,7 +50,7 @@ def peak_rss_kib() -> int:
 
 async def main(service: str, src: str, dst: str, group: str, ready: Path, dns_port: int) -> None:
     stack = StackSettings()
-    out = TopicSpec(dst, Key.HOST, 2, 3600_000, "test")
+    out = TopicSpec(dst, Key.HOST, 3600_000, "test")
     handler: Handler
     if service == "fetcher":
         from streamcrawl_fetcher.main import build_handler

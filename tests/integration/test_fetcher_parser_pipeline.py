@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
 
 import pytest
-from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
-from streamcrawl_contracts.messages import Envelope, FetchRequest, FetchResult, ParsedPage, UrlCandidates
+from confluent_kafka import Producer
+from streamcrawl_contracts.messages import FetchRequest, FetchResult, ParsedPage, UrlCandidates
 from streamcrawl_contracts.topics import FETCH_RESULTS, PARSED, Key, TopicSpec
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_fetcher.main import build_handler as build_fetcher
@@ -23,59 +21,18 @@ from streamcrawl_fetcher.settings import FetcherSettings
 from streamcrawl_parser.handler import ParserHandler
 from streamcrawl_runtime.cassandra_state import CassandraCrawlState
 from streamcrawl_runtime.kafka_loop import LoopConfig, RunLoop
-from streamcrawl_runtime.ports.loop import Handler, Output, Record
 from streamcrawl_runtime.s3_blobs import S3BlobStore
 
+from tests.integration.kafka_helpers import TopicUnderTest, make_topics, read_topic
 from tests.unit.services.fakes import Reply, ScriptedHTTP, TinyDNS
 
 pytestmark = pytest.mark.integration
 
 
-class Redirect:
-    """Wraps a handler and sends its outputs on the topic under test (`only`) to one test topic instead of
-    the shared one. Outputs on other topics (a robots.txt fetch's sitemap candidates, archive records) are
-    kept in `side` and never produced, so they cannot pollute the shared topics or the topic under test."""
-
-    def __init__(self, inner: Handler, to: TopicSpec, only: TopicSpec) -> None:
-        self.inner, self.to, self.only = inner, to, only
-        self.side: list[Output] = []
-
-    def _route(self, outputs: Sequence[Output]) -> list[Output]:
-        self.side.extend(o for o in outputs if o.topic.name != self.only.name)
-        return [Output(self.to, o.key, o.value) for o in outputs if o.topic.name == self.only.name]
-
-    async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
-        return self._route(await self.inner.handle(record, message))
-
-    async def on_assign(self, partitions: list[int]) -> None:
-        await self.inner.on_assign(partitions)
-
-    async def on_revoke(self, partitions: list[int]) -> None:
-        await self.inner.on_revoke(partitions)
-
-    async def tick(self, now: float) -> Sequence[Output]:
-        return self._route(await self.inner.tick(now))
-
-
-def _read(bootstrap: str, topic: str, want: int, timeout: float = 60.0) -> list[bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}-{time.time()}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    c.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.time() + timeout
-    while len(got) < want and time.time() < deadline:
-        got.extend(m.value() for m in c.consume(100, 0.5) if m.error() is None)
-    c.close()
-    return got
-
-
 def test_fetch_request_to_parsed_page(stack, crawl_cql, s3, unique):
     host = f"it-{unique}.test"
     req_t, res_t, parsed_t = f"t-freq-{unique}", f"t-fres-{unique}", f"t-parsed-{unique}"
-    admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})
-    for f in admin.create_topics([NewTopic(t, num_partitions=2, replication_factor=1)
-                                  for t in (req_t, res_t, parsed_t)]).values():
-        f.result(30)
+    make_topics(stack.kafka_bootstrap, req_t, res_t, parsed_t)
     res_spec = TopicSpec(res_t, Key.HOST, 3600_000, "test")
     parsed_spec = TopicSpec(parsed_t, Key.HOST, 3600_000, "test")
 
@@ -92,7 +49,7 @@ def test_fetch_request_to_parsed_page(stack, crawl_cql, s3, unique):
     blobs = S3BlobStore(s3, stack.s3_bucket)
     state = CassandraCrawlState(crawl_cql)
     fetcher = build_fetcher(settings, state=state, blobs=blobs)
-    fetch_redirect = Redirect(fetcher, res_spec, FETCH_RESULTS)
+    fetch_redirect = TopicUnderTest(fetcher, res_spec, FETCH_RESULTS)
     fetch_loop = RunLoop(LoopConfig("fetcher-it", f"fetcher-{unique}", {req_t: FetchRequest},
                                     stack.kafka_bootstrap, max_in_flight=16, resume_below=8),
                          fetch_redirect)
@@ -108,7 +65,7 @@ def test_fetch_request_to_parsed_page(stack, crawl_cql, s3, unique):
     parser_blobs.get_page = counted_get_page  # type: ignore[method-assign]
     parse_loop = RunLoop(LoopConfig("parser-it", f"parser-{unique}", {res_t: FetchResult}, stack.kafka_bootstrap,
                                     max_in_flight=8, resume_below=4),
-                         Redirect(ParserHandler(parser_blobs), parsed_spec, PARSED))
+                         TopicUnderTest(ParserHandler(parser_blobs), parsed_spec, PARSED))
 
     prod = Producer({"bootstrap.servers": stack.kafka_bootstrap, "partitioner": "murmur2_random"})
 
@@ -125,12 +82,12 @@ def test_fetch_request_to_parsed_page(stack, crawl_cql, s3, unique):
                 asyncio.create_task(parse_loop.run(install_signals=False))]
         try:
             await lease("lease-1")  # robots.txt first (one lease, one request) ...
-            await asyncio.to_thread(_read, stack.kafka_bootstrap, res_t, 1)
+            await asyncio.to_thread(read_topic, stack.kafka_bootstrap, res_t, 1)
             await lease("lease-2")  # ... then the soft-404 probe ...
-            await asyncio.to_thread(_read, stack.kafka_bootstrap, res_t, 2)
+            await asyncio.to_thread(read_topic, stack.kafka_bootstrap, res_t, 2)
             await lease("lease-3")  # ... then the page under the next lease
-            parsed = await asyncio.to_thread(_read, stack.kafka_bootstrap, parsed_t, 1)
-            results = await asyncio.to_thread(_read, stack.kafka_bootstrap, res_t, 3)
+            parsed = await asyncio.to_thread(read_topic, stack.kafka_bootstrap, parsed_t, 1)
+            results = await asyncio.to_thread(read_topic, stack.kafka_bootstrap, res_t, 3)
         finally:
             fetch_loop.stop()
             parse_loop.stop()

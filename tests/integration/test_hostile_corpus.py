@@ -21,13 +21,14 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Producer
 from streamcrawl_contracts.messages import FetchRequest, FetchResult, ParsedPage
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_runtime.cassandra_state import CassandraCrawlState
 from streamcrawl_synthweb.hostile import HostileWeb
 from streamcrawl_synthweb.hostile_cases import CASES, Case
+
+from tests.integration.kafka_helpers import MAX_RECORD_BYTES, make_topics, read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -63,19 +64,6 @@ class Served:
         asyncio.run_coroutine_threadsafe(self.web.stop(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
-
-
-def _consume(bootstrap: str, topic: str, want: int, timeout: float) -> list[bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{topic}-{uuid.uuid4().hex}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                  "fetch.message.max.bytes": 2 * 1024 * 1024})
-    c.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.time() + timeout
-    while len(got) < want and time.time() < deadline:
-        got.extend(m.value() for m in c.consume(200, 0.5) if m.error() is None)
-    c.close()
-    return got
 
 
 def _spawn(service: str, src: str, dst: str, unique: str, ready: Path, dns_port: int) -> subprocess.Popen[str]:
@@ -115,11 +103,7 @@ def test_hostile_corpus(stack, crawl_cql, unique, tmp_path: Path) -> None:
     assert len(CASES) >= 50
     zone = f"z{unique}.hostile.test"
     req_t, res_t, parsed_t = f"t-hreq-{unique}", f"t-hres-{unique}", f"t-hparsed-{unique}"
-    admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})
-    for f in admin.create_topics([NewTopic(t, num_partitions=2, replication_factor=1,
-                                           config={"max.message.bytes": "2097152"})
-                                  for t in (req_t, res_t, parsed_t)]).values():
-        f.result(30)
+    make_topics(stack.kafka_bootstrap, req_t, res_t, parsed_t, config={"max.message.bytes": str(MAX_RECORD_BYTES)})
     served = Served(_certificate(tmp_path))
     web = served.web
     hosts = {c.name: c.host.replace("hostile.test", zone) for c in CASES}
@@ -137,7 +121,7 @@ def test_hostile_corpus(stack, crawl_cql, unique, tmp_path: Path) -> None:
     fetcher = _spawn("fetcher", req_t, res_t, unique, tmp_path / "fetcher.ready", web.dns_port)
     parser = _spawn("parser", res_t, parsed_t, unique, tmp_path / "parser.ready", 0)
     procs = {"fetcher": fetcher, "parser": parser}
-    prod = Producer({"bootstrap.servers": stack.kafka_bootstrap, "message.max.bytes": 2 * 1024 * 1024})
+    prod = Producer({"bootstrap.servers": stack.kafka_bootstrap, "message.max.bytes": MAX_RECORD_BYTES})
     try:
         deadline = time.time() + 90
         while not all((tmp_path / f"{n}.ready").exists() for n in procs):
@@ -150,7 +134,7 @@ def test_hostile_corpus(stack, crawl_cql, unique, tmp_path: Path) -> None:
                          .model_dump_json().encode())
         assert prod.flush(30) == 0
         first = [FetchResult.model_validate_json(v) for v in
-                 _consume(stack.kafka_bootstrap, res_t, len(CASES), RESULTS_WITHIN_S)]
+                 read_topic(stack.kafka_bootstrap, res_t, len(CASES), RESULTS_WITHIN_S)]
         wave1_s = time.time() - t0
         seconds = [c for c in CASES if c.then]
         for c in seconds:
@@ -159,10 +143,10 @@ def test_hostile_corpus(stack, crawl_cql, unique, tmp_path: Path) -> None:
                          value=_request(web.url(c, zone, c.then[0]), hosts[c.name]).model_dump_json().encode())
         assert prod.flush(30) == 0
         results = [FetchResult.model_validate_json(v) for v in
-                   _consume(stack.kafka_bootstrap, res_t, len(CASES) + len(seconds), 60)]
+                   read_topic(stack.kafka_bootstrap, res_t, len(CASES) + len(seconds), 60)]
         fetched = [r for r in results if r.outcome == "fetched"]
         parsed = {p.url: p for p in (ParsedPage.model_validate_json(v) for v in
-                                     _consume(stack.kafka_bootstrap, parsed_t, len(fetched), 120))}
+                                     read_topic(stack.kafka_bootstrap, parsed_t, len(fetched), 120))}
         alive = {n: p.poll() is None for n, p in procs.items()}
     finally:
         for p in procs.values():

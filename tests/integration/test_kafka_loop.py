@@ -10,7 +10,6 @@ from collections.abc import Sequence
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 from streamcrawl_contracts.messages import Envelope, SeedMessage, UrlMessage
 from streamcrawl_contracts.topics import DEAD_LETTER, Key, TopicSpec
 from streamcrawl_core.partition import partition_for
@@ -18,29 +17,10 @@ from streamcrawl_runtime.kafka_loop import LoopConfig, RunLoop
 from streamcrawl_runtime.ports.errors import TransientError
 from streamcrawl_runtime.ports.loop import Output, Record
 
+from tests.integration.kafka_helpers import make_topics, read_messages
+
 pytestmark = pytest.mark.integration
 PARTS = 4
-
-
-def _make_topics(bootstrap: str, *names: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futs = admin.create_topics([NewTopic(n, num_partitions=PARTS, replication_factor=1) for n in names])
-    for f in futs.values():
-        f.result(30)
-
-
-def _drain(bootstrap: str, topic: str, want: int, timeout: float = 30.0) -> list:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"drain-{topic}-{time.time()}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    c.subscribe([topic])
-    got: list = []
-    deadline = time.time() + timeout
-    while len(got) < want and time.time() < deadline:
-        for m in c.consume(100, 0.5):
-            if m.error() is None:
-                got.append(m)
-    c.close()
-    return got
 
 
 class Echo:
@@ -69,7 +49,7 @@ class Echo:
 
 def test_round_trip_partitioning_commit_and_dead_letter(stack, unique):
     src, dst = f"t-src-{unique}", f"t-dst-{unique}"
-    _make_topics(stack.kafka_bootstrap, src, dst)
+    make_topics(stack.kafka_bootstrap, src, dst, partitions=PARTS)
     out_spec = TopicSpec(dst, Key.HOST, 3600_000, "test")
     hosts = [f"h{i}.{unique}.test" for i in range(40)]
 
@@ -101,7 +81,7 @@ def test_round_trip_partitioning_commit_and_dead_letter(stack, unique):
     assert sorted(handler.assigned) == list(range(PARTS))
     assert sorted(live_assignment) == list(range(PARTS))
 
-    out = _drain(stack.kafka_bootstrap, dst, len(hosts))
+    out = read_messages(stack.kafka_bootstrap, dst, len(hosts), timeout=30)
     assert sorted(m.key().decode() for m in out) == sorted(hosts)
     for m in out:  # the keyed producer's partition is exactly partition_for(host, n)
         assert m.partition() == partition_for(m.key().decode(), PARTS)
@@ -114,7 +94,7 @@ def test_round_trip_partitioning_commit_and_dead_letter(stack, unique):
     c.close()
     assert [tp.offset for tp in committed] == ends
 
-    dead = [json.loads(m.value()) for m in _drain(stack.kafka_bootstrap, DEAD_LETTER.name, 10_000, timeout=10)]
+    dead = [json.loads(m.value()) for m in read_messages(stack.kafka_bootstrap, DEAD_LETTER.name, 10_000, timeout=10)]
     mine = [d for d in dead if d["source_topic"] == src]
     reasons = sorted(d["reason"].split(" ")[0] for d in mine)
     assert reasons == ["handler", "undecodable"], mine
@@ -145,7 +125,7 @@ def test_records_produced_after_the_assignment_are_fresh(stack, unique):
     (fresh=False); what is produced afterwards cannot have been (fresh=True), except on a retry after a
     transient failure: the failed attempt may have done part of the work."""
     src, dst = f"t-fresh-{unique}", f"t-fresh-out-{unique}"
-    _make_topics(stack.kafka_bootstrap, src, dst)
+    make_topics(stack.kafka_bootstrap, src, dst, partitions=PARTS)
     flaky = frozenset({f"new0.{unique}.test", f"new1.{unique}.test"})
     handler = Freshness(TopicSpec(dst, Key.HOST, 3600_000, "test"), flaky)
     prod = Producer({"bootstrap.servers": stack.kafka_bootstrap, "partitioner": "murmur2_random"})

@@ -18,24 +18,19 @@ from collections.abc import Sequence
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 from streamcrawl_contracts.messages import Envelope, SeedMessage
 from streamcrawl_runtime.kafka_loop import LoopConfig, RunLoop, group_protocol_config
 from streamcrawl_runtime.ports.loop import Output, Record
+
+from tests.integration.kafka_helpers import make_topics
 
 pytestmark = pytest.mark.integration
 PARTS = 8
 
 
-def _make_topics(bootstrap: str, *names: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for f in admin.create_topics([NewTopic(n, num_partitions=PARTS, replication_factor=1) for n in names]).values():
-        f.result(30)
-
-
 def test_the_range_assignor_moves_whole_partition_indexes(stack, unique):
     topics = [f"t-cop-{unique}-{n}" for n in "abc"]
-    _make_topics(stack.kafka_bootstrap, *topics)
+    make_topics(stack.kafka_bootstrap, *topics, partitions=PARTS)
     group = f"g-cop-{unique}"
     owned: dict[str, set[tuple[str, int]]] = {}
     partial: list[tuple[str, dict[int, int]]] = []
@@ -118,7 +113,7 @@ class Slow:
 
 def test_live_handover_never_overlaps_a_key(stack, unique):
     src = f"t-hand-{unique}"
-    _make_topics(stack.kafka_bootstrap, src)
+    make_topics(stack.kafka_bootstrap, src, partitions=PARTS)
     keys = [f"h{i}.{unique}.test" for i in range(24)]
     log: list[tuple[str, str, int, float, float]] = []
     a, b = Slow("a", log, 0.4), Slow("b", log, 0.4)

@@ -10,7 +10,6 @@ import time
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 from streamcrawl_contracts.messages import FetchRequest, FetchResult
 from streamcrawl_contracts.topics import FETCH_RESULTS, Key, TopicSpec
 from streamcrawl_core.fingerprint import url_fingerprint
@@ -20,7 +19,7 @@ from streamcrawl_runtime.cassandra_state import CassandraCrawlState
 from streamcrawl_runtime.kafka_loop import LoopConfig, RunLoop
 from streamcrawl_runtime.s3_blobs import S3BlobStore
 
-from tests.integration.test_fetcher_parser_pipeline import Redirect, _read
+from tests.integration.kafka_helpers import TopicUnderTest, make_topics, read_topic
 from tests.unit.services.fakes import Reply, ScriptedHTTP, TinyDNS
 
 pytestmark = pytest.mark.integration
@@ -37,11 +36,8 @@ HOSTILE = {
 
 def test_default_guard_blocks_public_names_resolving_inside(stack, crawl_cql, s3, unique):
     req_t, res_t = f"t-ssrf-req-{unique}", f"t-ssrf-res-{unique}"
-    admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})
-    topics = [NewTopic(t, num_partitions=2, replication_factor=1) for t in (req_t, res_t)]
-    for f in admin.create_topics(topics).values():
-        f.result(30)
-    res_spec = TopicSpec(res_t, Key.HOST, 2, 3600_000, "test")
+    make_topics(stack.kafka_bootstrap, req_t, res_t)
+    res_spec = TopicSpec(res_t, Key.HOST, 3600_000, "test")
 
     names = {f"{unique}.{name}": ip for name, ip in HOSTILE.items()}
     dns_srv = TinyDNS(dict(names))
@@ -53,7 +49,7 @@ def test_default_guard_blocks_public_names_resolving_inside(stack, crawl_cql, s3
     state = CassandraCrawlState(crawl_cql)
     fetcher = build_fetcher(settings, state=state, blobs=S3BlobStore(s3, stack.s3_bucket))
     loop = RunLoop(LoopConfig("fetcher-ssrf", f"fetcher-ssrf-{unique}", {req_t: FetchRequest}, stack.kafka_bootstrap,
-                              max_in_flight=8, resume_below=4), Redirect(fetcher, res_spec, FETCH_RESULTS))
+                              max_in_flight=8, resume_below=4), TopicUnderTest(fetcher, res_spec, FETCH_RESULTS))
     prod = Producer({"bootstrap.servers": stack.kafka_bootstrap, "partitioner": "murmur2_random"})
     urls = {name: f"http://{name}:{web.port}/" for name in names}
 
@@ -66,7 +62,7 @@ def test_default_guard_blocks_public_names_resolving_inside(stack, crawl_cql, s3
                                    lease_expires_at=time.time() + 120)
                 prod.produce(req_t, key=name.encode(), value=req.model_dump_json().encode())
             assert prod.flush(30) == 0
-            return await asyncio.to_thread(_read, stack.kafka_bootstrap, res_t, len(urls))
+            return await asyncio.to_thread(read_topic, stack.kafka_bootstrap, res_t, len(urls))
         finally:
             loop.stop()
             await run

@@ -1,7 +1,5 @@
-"""FetchRequest → FetchResult: lease check, DNS, robots, soft-404 probe, conditional GET, body to the blob store.
-
-A fetched body is written to the blob store before its result is emitted; when its stored (gzip) form is
-at most `FetchPolicy.inline_body_max_bytes` it is also carried in the result (`body_gz`) for the parser.
+"""FetchRequest → FetchResult: lease check, DNS, robots, soft-404 probe, conditional GET; what the page's
+answer becomes (304, redirect, soft 404, body to the blob store, HTTP error) is streamcrawl_fetcher.classify.
 
 Outcomes that need no page request: lease_expired, dns_error, blocked_address (the SSRF guard refused the
 address the name resolved to: no connection is opened, the URL is not retried), robots_unavailable,
@@ -42,27 +40,27 @@ import asyncio
 import logging
 import secrets
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from prometheus_client import Counter, Histogram
-from streamcrawl_contracts.messages import Envelope, FetchRequest, FetchResult, HttpExchange
+from streamcrawl_contracts.messages import Envelope, FetchRequest, FetchResult
 from streamcrawl_contracts.topics import FETCH_RESULTS
 from streamcrawl_core.lease import Replay, interrupted_fetch_s, may_send, replay_check
 from streamcrawl_core.politeness import parse_retry_after
-from streamcrawl_core.redirects import MAX_REDIRECT_HOPS, redirect_verdict
-from streamcrawl_core.traps import is_soft404, soft404_echoes, soft404_probe_path, soft404_signature
+from streamcrawl_core.redirects import MAX_REDIRECT_HOPS
+from streamcrawl_core.traps import soft404_echoes, soft404_probe_path, soft404_signature
 from streamcrawl_core.urls import UrlError, host_of, origin_of
 from streamcrawl_runtime.ports.blobs import BlobStore
 from streamcrawl_runtime.ports.loop import Output, Record, StatelessHandler
 from streamcrawl_runtime.ports.state import FetcherState, FetchOutcome, LeaseMarks
 
 from streamcrawl_fetcher.archive import archive_result, sitemap_candidates
+from streamcrawl_fetcher.classify import body_text, classify, is_text
 from streamcrawl_fetcher.outcomes import kept_status, redirect_candidate, shown_url, url_status
-from streamcrawl_fetcher.ports import AddressNotAllowed, DnsError, Http, HttpResponse, NetworkError
+from streamcrawl_fetcher.ports import AddressNotAllowed, DnsError, Http, NetworkError
 from streamcrawl_fetcher.robots_cache import NO_SOFT404, RobotsCache
 from streamcrawl_fetcher.settings import DEFAULT_INLINE_BODY_MAX_BYTES
 
@@ -80,13 +78,6 @@ STATUS = Counter("streamcrawl_fetcher_http_responses", "HTTP responses by status
 FETCH_SECONDS = Histogram("streamcrawl_fetcher_fetch_seconds", "Page request wall time incl. body",
                           buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120))
 BODY_BYTES = Counter("streamcrawl_fetcher_body_bytes", "Decoded body bytes downloaded")
-STORED_BYTES = Counter("streamcrawl_fetcher_stored_bytes", "Body bytes newly written to the blob store")
-INLINE_BODIES = Counter("streamcrawl_fetcher_inline_bodies",
-                        "Fetched bodies carried in the FetchResult (inline) or left to S3 only (over the cap)",
-                        ["where"])
-REDIRECTS = Counter("streamcrawl_fetcher_redirects", "Redirect answers by verdict (followed, loop, limit, refused)",
-                    ["verdict"])
-SOFT404 = Counter("streamcrawl_fetcher_soft404", "Pages classified as soft 404s (not stored, not parsed)")
 SOFT404_PROBES = Counter("streamcrawl_fetcher_soft404_probes",
                          "Soft-404 probe answers: signature, none (no soft 404s) or disallowed (not probed)",
                          ["answer"])
@@ -305,7 +296,10 @@ class FetcherHandler(StatelessHandler):
         FETCH_SECONDS.observe(fetch_s)
         BODY_BYTES.inc(len(resp.body))
         STATUS.labels(f"{resp.status // 100}xx").inc()
-        return await self._classify(req, url, resp, fetch_s, ended, delay, result, host_signature)
+        return await classify(req, resp, fetch_s, ended, delay, result, blobs=self.blobs,
+                              inline_body_max_bytes=self.policy.inline_body_max_bytes,
+                              max_redirect_hops=self.policy.max_redirect_hops, clock=self.clock,
+                              host_signature=host_signature)
 
     async def _probe(self, req: FetchRequest, probe_url: str, probe_path: str, delay: float | None,
                      result: Callable[..., FetchResult]) -> FetchResult:
@@ -323,8 +317,8 @@ class FetcherHandler(StatelessHandler):
         fetch_s = time.perf_counter() - t0
         content_type = resp.headers.get("content-type")
         answer = NO_SOFT404
-        if resp.status == 200 and _is_text(content_type):
-            signature = await asyncio.to_thread(soft404_signature, _text(resp.body, content_type),
+        if resp.status == 200 and is_text(content_type):
+            signature = await asyncio.to_thread(soft404_signature, body_text(resp.body, content_type),
                                                 soft404_echoes(probe_path))
             answer = f"{signature:016x}"
         SOFT404_PROBES.labels("none" if answer == NO_SOFT404 else "signature").inc()
@@ -350,85 +344,6 @@ class FetcherHandler(StatelessHandler):
         if last_modified:
             headers["If-Modified-Since"] = last_modified
         return headers
-
-    async def _classify(self, req: FetchRequest, url: str, resp: HttpResponse, fetch_s: float, ended: float,
-                        delay: float | None, result: Callable[..., FetchResult],
-                        host_signature: int | None = None) -> FetchResult:
-        h = resp.headers
-        common: dict[str, Any] = {
-            "status": resp.status, "fetch_s": fetch_s, "ended_at": ended, "crawl_delay_s": delay,
-            "content_type": h.get("content-type"), "etag": h.get("etag"),
-            "last_modified": h.get("last-modified"), "x_robots_tag": _joined(h.get_list("x-robots-tag")),
-        }
-        if resp.response_head:
-            # The WARC writer's input; its id is the result's own, so replays of it are recognised.
-            common["event_id"] = uuid.uuid4().hex
-            common["exchange"] = HttpExchange(id=common["event_id"], ip=resp.ip, request_head=resp.request_head,
-                                              response_head=resp.response_head)
-        if resp.status == 304:
-            # Echo the validators we sent when the 304 omits them, so url_state keeps them.
-            common["etag"] = common["etag"] or req.etag
-            common["last_modified"] = common["last_modified"] or req.last_modified
-            return result("not_modified", **common)
-        if 300 <= resp.status <= 399:
-            location = h.get("location")
-            if not location:
-                return result("http_error", error="redirect without Location", **common)
-            # Follow, or stop at a loop, the hop limit or a non-HTTP Location (the chain travels with the
-            # target: dedup queues it with this URL appended).
-            verdict = redirect_verdict(url, req.url_fp, req.redirect_chain, location, self.policy.max_redirect_hops)
-            REDIRECTS.labels(verdict.outcome).inc()
-            return result(verdict.outcome, redirect_to=verdict.target, error=verdict.reason, **common)
-        if 200 <= resp.status <= 299:
-            if host_signature is not None and resp.status == 200 and _is_text(common["content_type"]):
-                parts = urlsplit(req.url)
-                path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-                signature = await asyncio.to_thread(soft404_signature, _text(resp.body, common["content_type"]),
-                                                    soft404_echoes(path))
-                if is_soft404(signature, host_signature):
-                    # The host's "not found" page served with 200: nothing to store, parse or publish.
-                    SOFT404.inc()
-                    return result("soft_404", content_length=len(resp.body), truncated=resp.truncated, **common)
-            # Stored before the result is emitted: a fetched result (and page_fetched) promises the blob.
-            stored = await asyncio.to_thread(self.blobs.store_page, resp.body)
-            if stored.new:
-                STORED_BYTES.inc(len(resp.body))
-            # A small body also rides along in the result, so the parser need not read it back.
-            inline = stored.data if len(stored.data) <= self.policy.inline_body_max_bytes else None
-            INLINE_BODIES.labels("inline" if inline is not None else "s3_only").inc()
-            return result("fetched", content_hash=stored.content_hash, storage_key=stored.key,
-                          content_length=len(resp.body), truncated=resp.truncated, body_gz=inline, **common)
-        retry_after = None
-        if resp.status in (429, 503):
-            retry_after = parse_retry_after(h.get("retry-after"), self.clock())
-        return result("http_error", error=f"HTTP {resp.status}", retry_after_s=retry_after, **common)
-
-
-def _is_text(content_type: str | None) -> bool:
-    """HTML or text (a missing Content-Type counts: soft-404 pages are HTML more often than not)."""
-    if content_type is None:
-        return True
-    mime = content_type.split(";", 1)[0].strip().lower()
-    return mime.startswith("text/") or mime in ("", "application/xhtml+xml")
-
-
-def _text(body: bytes, content_type: str | None) -> str:
-    """The body decoded with the header's charset (else UTF-8); probe and pages decode alike."""
-    charset = "utf-8"
-    for param in (content_type or "").split(";")[1:]:
-        name, _, value = param.partition("=")
-        if name.strip().lower() == "charset" and value.strip().strip('"'):
-            charset = value.strip().strip('"')
-    try:
-        return body.decode(charset, errors="replace")
-    except LookupError:  # unknown, or not a text encoding ("rot13")
-        return body.decode("utf-8", errors="replace")
-
-
-def _joined(values: list[str]) -> str | None:
-    """Several headers of one name as one value, a header per line: a user-agent prefix ("googlebot:")
-    holds only within its own X-Robots-Tag header, so they must stay apart (no header holds a newline)."""
-    return "\n".join(values) if values else None
 
 
 def _dns_failure(result: Callable[..., FetchResult], exc: DnsError, **fields: Any) -> FetchResult:

@@ -3,21 +3,7 @@
 - url_candidates (keyed by the target host): trap rules, per-host budgets and the blocklist, then the
   seen-set; a new URL is recorded in url_state and sent to the frontier.
 - Per-host page budgets (URLs admitted per host per crawl cycle) survive restarts and partition moves:
-  host_state keeps (cycle, urls_this_cycle); a count of an older cycle counts as 0.
-  * Load: lazily, the first time a host has a new URL in this process (or since its partition was
-    assigned again) its host_state row is read once, before that URL is admitted; later URLs consume the
-    in-memory counter. Reading every host of a partition in on_assign would mean a scan (host_state is
-    keyed by host, not partition) and most of those hosts may never get a candidate in this process.
-  * Write-behind: an admitted URL only marks its host dirty; dirty counts are written by tick() every
-    budget_flush_s (5 s by default: a busy host costs one write per 5 s, not one per second), on_revoke
-    (the revoked partitions' hosts, which are then forgotten) and close().
-  * Loss bound: a crash (kill -9) loses the increments not yet written, so per crash a host can exceed
-    its budget by at most the URLs admitted for it since its last flush: about budget_flush_s
-    of admissions, plus those of a flush that was in flight. Tying the flush to the offset commit would
-    not remove this loss: a replayed candidate event whose URL was already admitted is re-emitted as a
-    "replay" without consuming budget, so an unwritten increment is lost whether or not its offset was
-    committed. The same bound covers a partition move where the new owner reads a host before the old
-    owner's on_revoke flush has landed.
+  loaded lazily from host_state and written behind (streamcrawl_dedup.budgets, with the loss bound).
 - parsed (keyed by the page's host): a noindex page (meta robots, X-Robots-Tag, a passed unavailable_after)
   is recorded in url_state (status "noindex") and not published; it claims no content hash and enters no
   near-duplicate index (an indexable copy must never become its alias); its links are followed unless
@@ -32,10 +18,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 
 from prometheus_client import Counter, Gauge
 from streamcrawl_contracts.messages import (
@@ -50,7 +35,7 @@ from streamcrawl_contracts.topics import DEFAULT_PARTITIONS, PAGE_FETCHED, URL_C
 from streamcrawl_core.blocklist import Blocklist
 from streamcrawl_core.identity import url_identity
 from streamcrawl_core.simhash import from_signed64, hamming
-from streamcrawl_core.traps import HostBudget, QueryParamTracker, TrapConfig, check_url
+from streamcrawl_core.traps import QueryParamTracker, TrapConfig, check_url
 from streamcrawl_core.urls import UrlError
 from streamcrawl_runtime.metrics import Children
 from streamcrawl_runtime.ports.errors import PoisonMessage
@@ -58,6 +43,7 @@ from streamcrawl_runtime.ports.loop import Output, Record
 from streamcrawl_runtime.ports.state import DedupState, UrlState
 
 from streamcrawl_dedup.archive import archive_page
+from streamcrawl_dedup.budgets import PersistedBudgets
 from streamcrawl_dedup.seen import SeenSet
 
 log = logging.getLogger("streamcrawl.dedup")
@@ -69,10 +55,6 @@ BLOOM_BYTES = Gauge("streamcrawl_dedup_bloom_bytes", "Memory of the owned partit
 BLOOM_URLS = Gauge("streamcrawl_dedup_bloom_urls", "URLs in the owned partitions' seen-set Bloom filters")
 BLOOM_FP = Gauge("streamcrawl_dedup_bloom_expected_fp_ratio",
                  "Largest expected false-positive rate of an owned partition's Bloom filter at its fill")
-BUDGET_FLUSH_FAILURES = Counter("streamcrawl_dedup_budget_flush_failures_total",
-                                "Host budget counts that could not be written to host_state")
-
-_FLUSH_CONCURRENCY = 256  # host_state writes in flight at once during a budget flush
 
 
 class DedupHandler:
@@ -82,23 +64,14 @@ class DedupHandler:
         self.state = state
         # Fetches with an HTTP exchange go to the WARC writer, which publishes page_fetched (False: publish here).
         self.warc = warc
-        self.budget_flush_s = budget_flush_s
-        self._budget_flushed_at = 0.0
         self.seen = seen
         self.traps = traps
-        self.budget = HostBudget(traps)
         self.params = QueryParamTracker(traps)
         self.simhash_distance = simhash_distance
         self.snapshot_interval_s = snapshot_interval_s
         self.partitions = partitions
-        if cycle_s < 1.0:  # host_state.cycle is a CQL int: int(now // cycle_s) must stay below 2**31
-            raise ValueError(f"cycle_s must be >= 1 s, got {cycle_s!r}")
-        self.cycle_s = cycle_s  # the per-host page budget renews every cycle
-        self.cycle = 0
         self._owned: set[int] = set()
-        self._budget_hosts: dict[int, set[str]] = {}  # partition → hosts whose count was read from host_state
-        self._budget_dirty: dict[str, int] = {}  # host → its partition: count not yet written to host_state
-        self._flush_lock = asyncio.Lock()  # one flush at a time: a later write never carries an older count
+        self.budgets = PersistedBudgets(state, traps, self._owned, cycle_s=cycle_s, flush_s=budget_flush_s)
         self.blocklist = Blocklist()
         self._last_snapshot = time.monotonic()
         self._blocklist_at = 0.0
@@ -117,15 +90,14 @@ class DedupHandler:
 
     async def on_revoke(self, partitions: list[int]) -> None:
         try:
-            await self.flush_budgets(partitions)
+            await self.budgets.flush(partitions)
         except Exception as exc:  # the new owner reads what was written; the rest is the crash loss bound
             log.warning("budget flush on revoke failed", extra={"error": repr(exc)[:300]})
         for part in partitions:
             self._owned.discard(part)
-            for host in self._budget_hosts.pop(part, set()):
-                self.budget.forget(host)  # the next owner counts on from host_state
+            self.budgets.forget_partition(part)  # the next owner counts on from host_state
             await self.seen.drop(part)
-        self._budget_dirty = {h: p for h, p in self._budget_dirty.items() if p not in partitions}
+        self.budgets.drop_dirty(partitions)
         self.report_bloom()
 
     def tick_due(self, now: float) -> float:
@@ -133,17 +105,10 @@ class DedupHandler:
         due = self._blocklist_at + 10.0
         if self.seen.dirty:
             due = min(due, now + self._last_snapshot + self.snapshot_interval_s - time.monotonic())
-        if self._budget_dirty:
-            due = min(due, self._budget_flushed_at + self.budget_flush_s)
-        return due
+        return min(due, self.budgets.flush_due())
 
     async def tick(self, now: float) -> Sequence[Output]:
-        if now - self._budget_flushed_at >= self.budget_flush_s:
-            self._budget_flushed_at = now
-            try:
-                await self.flush_budgets()
-            except Exception as exc:  # still dirty: the next tick retries; the rest of the tick goes on
-                log.warning("budget flush failed", extra={"error": repr(exc)[:300]})
+        await self.budgets.tick(now)
         if time.monotonic() - self._last_snapshot >= self.snapshot_interval_s:
             self._last_snapshot = time.monotonic()
             await self.seen.snapshot_dirty()
@@ -153,39 +118,14 @@ class DedupHandler:
             self.set_blocklist(await self.state.blocklist_patterns())
             for host, row in (await self.state.host_overrides()).items():
                 if row.page_budget is not None:  # an agreed page budget per cycle for this host
-                    self.budget.set_budget(host, row.page_budget)
+                    self.budgets.counts.set_budget(host, row.page_budget)
         return []
 
     async def close(self) -> None:
         try:
-            await self.flush_budgets()
+            await self.budgets.flush()
         finally:
             await self.seen.snapshot_dirty()
-
-    async def flush_budgets(self, partitions: Collection[int] | None = None) -> None:
-        """Write the dirty hosts' counts (of ``partitions``, or all) to host_state. A host whose write
-        fails stays dirty and the first error is raised."""
-        async with self._flush_lock:
-            hosts = [(h, p) for h, p in self._budget_dirty.items() if partitions is None or p in partitions]
-            if not hosts:
-                return
-            for h, _ in hosts:
-                del self._budget_dirty[h]
-            cycle = self.cycle  # counts are read now, while marked clean: a later increment marks them again
-            writes = [(h, p, self.budget.used(h, cycle)) for h, p in hosts]
-            first_error: BaseException | None = None
-            for i in range(0, len(writes), _FLUSH_CONCURRENCY):
-                chunk = writes[i:i + _FLUSH_CONCURRENCY]
-                results = await asyncio.gather(*(self.state.host_put_budget(h, cycle, n) for h, _, n in chunk),
-                                               return_exceptions=True)
-                for (h, p, _), res in zip(chunk, results, strict=True):
-                    if isinstance(res, BaseException):
-                        BUDGET_FLUSH_FAILURES.inc()
-                        first_error = first_error or res
-                        if p in self._owned:
-                            self._budget_dirty.setdefault(h, p)
-            if first_error is not None:
-                raise first_error
 
     def set_blocklist(self, patterns: list[str]) -> None:
         self.blocklist = Blocklist(patterns)
@@ -220,16 +160,9 @@ class DedupHandler:
                     out.extend(await self._lastmod_refresh(host, url, url_fp, batch.depth, lastmod))
                 continue
             if verdict == "new":
-                cycle = int(time.time() // self.cycle_s)
-                if cycle != self.cycle:
-                    self.cycle = cycle
-                    self.budget.forget_before(cycle)
-                await self._load_budget(record.partition, host)
-                if not self.budget.try_consume(host, self.cycle):
+                if not await self.budgets.try_consume(record.partition, host, time.time()):
                     _URL_DECISION("over_budget").inc()
                     continue
-                if record.partition in self._owned:  # not a record finishing after its partition moved
-                    self._budget_dirty[host] = record.partition
                 admitted.append((url_fp, url))
             _URL_DECISION(verdict).inc()
             out.append(Output(URLS, host, UrlMessage(url=url, host=host, url_fp=url_fp, depth=batch.depth,
@@ -251,20 +184,6 @@ class DedupHandler:
         _URL_DECISION("sitemap_lastmod_refresh").inc()
         return [Output(URLS, host, UrlMessage(url=url, host=host, url_fp=url_fp, depth=st.depth, priority=3,
                                               kind="refresh", via="sitemap-lastmod"))]
-
-    async def _load_budget(self, part: int, host: str) -> None:
-        """Read the host's persisted count once (per process, and again after its partition comes back).
-        Candidates of one host are handled one after another (the loop serializes a key), so no second
-        read of the same host can race with this one."""
-        if host in self._budget_hosts.get(part, ()):
-            return
-        hs = await self.state.host_get(host)
-        if hs is not None and hs.cycle == self.cycle:
-            self.budget.set_used(host, self.cycle, hs.urls_this_cycle)
-        else:  # no row, or a count of an older cycle: 0 in this one
-            self.budget.forget(host)
-        if part in self._owned:
-            self._budget_hosts.setdefault(part, set()).add(host)
 
     def _links_out(self, urls: list[str], depth: int, source: str,
                    lastmods: list[float | None] | None = None) -> list[Output]:

@@ -1,6 +1,6 @@
 """Sitemaps end to end: a synthetic web whose ordinary hosts serve sitemaps (plain, an index of a gzip and a
-plain one, gzip, malformed) listing pages that nothing links to. Judged from the web server's own log:
-the sitemaps are found (robots.txt Sitemap: lines and /sitemap.xml), fetched under robots.txt and
+plain one, gzip, malformed, plain text, RSS 2.0, Atom) listing pages that nothing links to. Judged from the
+web server's own log: the sitemaps are found (robots.txt Sitemap: lines and /sitemap.xml), fetched under robots.txt and
 politeness, and the pages only they list are fetched; a malformed sitemap yields the entries before the
 damage and nothing breaks."""
 
@@ -45,7 +45,8 @@ def test_sitemaps_are_found_fetched_politely_and_followed(tmp_path: Path) -> Non
     variants = {h.name: sitemaps.variant(h) for h in web.hosts}
     assert set(variants.values()) == set(sitemaps.VARIANTS)
     files = {"plain": ["/sitemap.xml"], "index": ["/sitemap.xml", "/sitemap-pages.xml.gz", "/sitemap-orphans.xml"],
-             "gzip": ["/sitemap.xml.gz"], "malformed": ["/sitemap.xml"]}
+             "gzip": ["/sitemap.xml.gz"], "malformed": ["/sitemap.xml"], "text": ["/sitemap.txt"],
+             "rss": ["/feed.rss"], "atom": ["/atom.xml"]}
     for h in web.hosts:
         got = requested.get(h.name, {})
         v = variants[h.name]
@@ -73,5 +74,5 @@ def test_sitemaps_are_found_fetched_politely_and_followed(tmp_path: Path) -> Non
         idle = 0 if msgs else idle + 1
         urls.extend(json.loads(m.value())["url"] for m in msgs if m.error() is None)
     c.close()
-    assert urls and not [u for u in urls if u.endswith((".xml", ".xml.gz"))]
+    assert urls and not [u for u in urls if u.endswith((".xml", ".xml.gz", ".txt", ".rss"))]
     assert any("/orphan/" in u for u in urls)

@@ -6,7 +6,10 @@ crawler that reads the sitemap finds them):
 - ``index``: robots.txt names nothing; ``/sitemap.xml`` (the conventional place) is a ``<sitemapindex>``
   of ``/sitemap-pages.xml.gz`` (gzip) and ``/sitemap-orphans.xml``;
 - ``gzip``: robots.txt names ``/sitemap.xml.gz``, served as application/gzip (the body is the gzip file);
-- ``malformed``: robots.txt names ``/sitemap.xml``, whose XML breaks off after the first entries.
+- ``malformed``: robots.txt names ``/sitemap.xml``, whose XML breaks off after the first entries;
+- ``text``: robots.txt names ``/sitemap.txt``, one URL per line (text/plain);
+- ``rss``: robots.txt names ``/feed.rss``, an RSS 2.0 feed whose items link the pages (with ``<pubDate>``);
+- ``atom``: robots.txt names ``/atom.xml``, an Atom feed whose entries link them (relative hrefs for some).
 
 Every variant's robots.txt also names ``/private/sitemap.xml`` under ``Disallow: /private/``: a crawler
 that obeys robots.txt never asks for it.
@@ -18,9 +21,13 @@ import gzip
 
 from streamcrawl_synthweb.model import NORMAL, Host, SynthWeb
 
-VARIANTS = ("plain", "index", "gzip", "malformed")
+VARIANTS = ("plain", "index", "gzip", "malformed", "text", "rss", "atom")
+#: The file robots.txt names, per variant (the index variant relies on the conventional /sitemap.xml).
+NAMED = {"plain": "/sitemap.xml", "gzip": "/sitemap.xml.gz", "malformed": "/sitemap.xml", "text": "/sitemap.txt",
+         "rss": "/feed.rss", "atom": "/atom.xml"}
 ORPHANS = 3
 LASTMOD = "2026-01-15T08:00:00+00:00"
+PUBDATE = "Thu, 15 Jan 2026 08:00:00 GMT"  # LASTMOD in RFC 822, as RSS writes it
 _NS = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
 
 
@@ -34,11 +41,9 @@ def orphan_paths() -> list[str]:
 
 def robots_txt(web: SynthWeb, host: Host) -> str:
     lines = ["User-agent: *", "Disallow: /private/", ""]
-    v = variant(host)
-    if v in ("plain", "malformed"):
-        lines.append(f"Sitemap: {web.url(host, '/sitemap.xml')}")
-    elif v == "gzip":
-        lines.append(f"Sitemap: {web.url(host, '/sitemap.xml.gz')}")
+    named = NAMED.get(variant(host) or "")
+    if named:
+        lines.append(f"Sitemap: {web.url(host, named)}")
     lines.append(f"Sitemap: {web.url(host, '/private/sitemap.xml')}")
     return "\n".join(lines) + "\n"
 
@@ -46,6 +51,22 @@ def robots_txt(web: SynthWeb, host: Host) -> str:
 def _urlset(web: SynthWeb, host: Host, paths: list[str]) -> bytes:
     items = "".join(f"<url><loc>{web.url(host, p)}</loc><lastmod>{LASTMOD}</lastmod></url>\n" for p in paths)
     return f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset {_NS}>\n{items}</urlset>\n'.encode()
+
+
+def _rss(web: SynthWeb, host: Host, paths: list[str]) -> bytes:
+    items = "".join(f"<item><title>{p}</title><link>{web.url(host, p)}</link><pubDate>{PUBDATE}</pubDate></item>\n"
+                    for p in paths)
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<rss version="2.0"><channel><title>{host.name}</title>'
+            f"<link>{web.url(host, '/')}</link>\n{items}</channel></rss>\n").encode()
+
+
+def _atom(web: SynthWeb, host: Host, paths: list[str]) -> bytes:
+    entries = "".join(f'<entry><title>{p}</title><link href="{web.url(host, p) if i % 2 else p}"/>'
+                      f"<id>{web.url(host, p)}</id><updated>{LASTMOD}</updated></entry>\n"
+                      for i, p in enumerate(paths))
+    return (f'<?xml version="1.0" encoding="utf-8"?>\n<feed xmlns="http://www.w3.org/2005/Atom">'
+            f'<title>{host.name}</title><link href="{web.url(host, "/")}"/><updated>{LASTMOD}</updated>\n'
+            f"{entries}</feed>\n").encode()
 
 
 def listed(host: Host) -> list[str]:
@@ -80,6 +101,12 @@ def serve(web: SynthWeb, host: Host, path: str) -> tuple[bytes, str] | None:
         full = _urlset(web, host, [*pages[:1], *orphan_paths()[:1], *orphan_paths()[1:]])
         cut = full.index(b"<url>", full.index(b"<url>", full.index(b"<url>") + 1) + 1)  # after two entries
         return full[:cut] + b"<url><loc>http://broken</lo", "application/xml"
+    if v == "text" and path == "/sitemap.txt":
+        return "".join(web.url(host, p) + "\n" for p in [*pages, *orphan_paths()]).encode(), "text/plain; charset=utf-8"
+    if v == "rss" and path == "/feed.rss":
+        return _rss(web, host, [*pages, *orphan_paths()]), "application/rss+xml"
+    if v == "atom" and path == "/atom.xml":
+        return _atom(web, host, [*pages, *orphan_paths()]), "application/atom+xml"
     return None
 
 

@@ -228,8 +228,18 @@ def test_a_sitemap_becomes_parts_of_entries_with_lastmods() -> None:
     assert [u for p in parts for u in p.out_links] == [f"http://a.test/{i}" for i in range(7)]
     assert all(len(p.lastmods) == len(p.out_links) and p.lastmods[0] is not None for p in parts)
     # an XML document that is no sitemap is parsed like any non-HTML body
-    plain = _handle(ParserHandler(blobs), _result(blobs, b"<rss><channel/></rss>", "application/xml"))
+    plain = _handle(ParserHandler(blobs), _result(blobs, b"<catalog><book/></catalog>", "application/xml"))
     assert len(plain) == 1 and not plain[0].sitemap
+    # a text sitemap (one URL per line) and an RSS feed are sitemaps too; a text page is a page
+    text = _result(blobs, b"http://a.test/x\nhttp://a.test/y\n", "text/plain")
+    [part] = _handle(ParserHandler(blobs), text.model_copy(update={"url": "http://a.test/sitemap.txt"}))
+    assert part.sitemap and part.out_links == ["http://a.test/x", "http://a.test/y"]
+    rss = b"<rss><channel><item><link>http://a.test/z</link></item></channel></rss>"
+    feed = _result(blobs, rss, "application/rss+xml").model_copy(update={"url": "http://a.test/feed"})
+    [part] = _handle(ParserHandler(blobs), feed)
+    assert part.sitemap and part.out_links == ["http://a.test/z"]
+    [page] = _handle(ParserHandler(blobs), _result(blobs, b"Just some notes.\n", "text/plain"))
+    assert not page.sitemap
 
 
 @pytest.mark.parametrize(("directive", "noindex"), [

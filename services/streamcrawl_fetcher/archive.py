@@ -1,18 +1,24 @@
 """What the fetcher sends besides its result for fetches that leave nothing to parse: the WARC writer's
 archive record (a 304 is a revisit of the URL's last capture; a redirect, an HTTP error and a soft 404
-are responses without a body, which the fetcher does not store), and, on the lease that fetched
-robots.txt, its Sitemap: URLs and /sitemap.xml as candidate URLs (fetched like any other: robots.txt and
-politeness apply)."""
+are responses without a body, which the fetcher does not store); the archive records of the fetcher's
+own requests, robots.txt (every hop of its redirect chain) and the soft-404 probe, which are fetches too
+(Heritrix archives robots.txt the same way); and, on the lease that fetched robots.txt, its Sitemap: URLs
+and /sitemap.xml as candidate URLs (fetched like any other: robots.txt and politeness apply)."""
 
 from __future__ import annotations
 
+import uuid
 from urllib.parse import urljoin
 
-from streamcrawl_contracts.messages import ArchiveRecord, FetchResult, RevisitOf, UrlCandidates
+from streamcrawl_contracts.messages import ArchiveRecord, FetchResult, HttpExchange, RevisitOf, UrlCandidates
 from streamcrawl_contracts.topics import ARCHIVE, URL_CANDIDATES
+from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.identity import url_identity
 from streamcrawl_core.urls import UrlError
+from streamcrawl_runtime.ports.blobs import StoredPage
 from streamcrawl_runtime.ports.loop import Output
+
+from streamcrawl_fetcher.ports import HttpResponse
 
 
 def archive_result(res: FetchResult, prev_hash: str | None, prev_fetched_at: float | None) -> Output | None:
@@ -27,6 +33,23 @@ def archive_result(res: FetchResult, prev_hash: str | None, prev_fetched_at: flo
         url=res.url, host=res.host, url_fp=res.url_fp, fetched_at=res.started_at, fetch_s=res.fetch_s,
         outcome=res.outcome, status=res.status, exchange=res.exchange, content_hash=content_hash,
         out_links=[res.redirect_to] if res.redirect_to else [], revisit_of=revisit))
+
+
+def archive_exchange(url: str, host: str, sent_at: float, resp: HttpResponse, outcome: str,
+                     stored: StoredPage | None) -> Output | None:
+    """The archive record of one of the fetcher's own requests (robots.txt, a hop of its redirect chain,
+    the soft-404 probe): a response record, with its body when `stored` (a 2xx the fetcher stored),
+    without one otherwise (as for a redirect or an error), and the Location as its out-link."""
+    if not resp.response_head:
+        return None
+    exchange = HttpExchange(id=uuid.uuid4().hex, ip=resp.ip, request_head=resp.request_head,
+                            response_head=resp.response_head)
+    location = resp.headers.get("location") if 300 <= resp.status <= 399 else None
+    return Output(ARCHIVE, exchange.id, ArchiveRecord(
+        url=url, host=host, url_fp=url_fingerprint(url), fetched_at=sent_at, fetch_s=resp.elapsed_s, outcome=outcome,
+        status=resp.status, exchange=exchange, content_hash=stored.content_hash if stored else None,
+        storage_key=stored.key if stored else None, content_length=len(resp.body) if stored else 0,
+        truncated=resp.truncated if stored else False, out_links=[urljoin(url, location)] if location else []))
 
 
 def sitemap_candidates(res: FetchResult) -> list[Output]:

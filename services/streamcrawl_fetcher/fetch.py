@@ -220,24 +220,30 @@ class HttpFetcher:
                             ip=ip, request_head=_request_head(request), response_head=_response_head(response))
 
     async def fetch_robots(self, url: str, max_bytes: int, max_redirects: int,
-                           hop_delay: Callable[[float], float] = lambda _s: 0.0) -> tuple[int | None, bytes | None]:
+                           hop_delay: Callable[[float], float] = lambda _s: 0.0,
+                           hops: list[tuple[str, float, HttpResponse]] | None = None,
+                           ) -> tuple[int | None, bytes | None]:
         """Final (status, body) of a robots.txt fetch, following up to `max_redirects` redirects;
         (None, None) when the host is unreachable. A 3xx left after the last hop, or one that loops back to
         a URL of the chain, is returned as is (no body).
         Each hop is a request to the host like any other: `hop_delay(previous hop seconds)` is waited
-        before the next one (the politeness delay), so a redirect chain is not a burst."""
+        before the next one (the politeness delay), so a redirect chain is not a burst. Every answered hop
+        is appended to `hops` as (URL, start time, response) when given: the WARC writer archives each."""
         current = url
         visited = {url}
         previous_s: float | None = None
         for _hop in range(max_redirects + 1):
             if previous_s is not None:
                 await asyncio.sleep(hop_delay(previous_s))
+            sent_at = time.time()
             try:
                 # One byte over the cap lets the robots parser see that the file was cut.
                 resp = await self.get(current, max_bytes + 1)
             except (DnsError, AddressNotAllowed, NetworkError, UrlError):
                 return None, None
             previous_s = resp.elapsed_s
+            if hops is not None:
+                hops.append((current, sent_at, resp))
             location = resp.headers.get("location")
             if 300 <= resp.status <= 399 and location:
                 try:

@@ -57,11 +57,11 @@ from streamcrawl_runtime.ports.blobs import BlobStore
 from streamcrawl_runtime.ports.loop import Output, Record, StatelessHandler
 from streamcrawl_runtime.ports.state import FetcherState, FetchOutcome, LeaseMarks
 
-from streamcrawl_fetcher.archive import archive_result, sitemap_candidates
+from streamcrawl_fetcher.archive import archive_exchange, archive_result, sitemap_candidates
 from streamcrawl_fetcher.classify import body_text, classify, is_text
 from streamcrawl_fetcher.outcomes import kept_status, redirect_candidate, shown_url, url_status
-from streamcrawl_fetcher.ports import AddressNotAllowed, DnsError, Http, NetworkError
-from streamcrawl_fetcher.robots_cache import NO_SOFT404, RobotsCache
+from streamcrawl_fetcher.ports import AddressNotAllowed, DnsError, Http, HttpResponse, NetworkError
+from streamcrawl_fetcher.robots_cache import NO_SOFT404, RobotsCache, RobotsHops
 from streamcrawl_fetcher.settings import DEFAULT_INLINE_BODY_MAX_BYTES
 
 log = logging.getLogger("streamcrawl.fetcher")
@@ -78,6 +78,8 @@ STATUS = Counter("streamcrawl_fetcher_http_responses", "HTTP responses by status
 FETCH_SECONDS = Histogram("streamcrawl_fetcher_fetch_seconds", "Page request wall time incl. body",
                           buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120))
 BODY_BYTES = Counter("streamcrawl_fetcher_body_bytes", "Decoded body bytes downloaded")
+OWN_BODY_STORE_FAILURES = Counter("streamcrawl_fetcher_archive_body_store_failures",
+                                  "robots.txt or probe bodies that could not be stored (archived without them)")
 SOFT404_PROBES = Counter("streamcrawl_fetcher_soft404_probes",
                          "Soft-404 probe answers: signature, none (no soft 404s) or disallowed (not probed)",
                          ["answer"])
@@ -127,7 +129,8 @@ class FetcherHandler(StatelessHandler):
                 # the lease does not pay for while the frontier may not have handled the first yet.
                 REPLAYS_SKIPPED.inc()
                 return ()
-        result = await self.fetch(message, maybe_replay=not record.fresh, lease=lease)
+        own: list[Output] = []  # archive records of this lease's robots.txt or probe request
+        result = await self.fetch(message, maybe_replay=not record.fresh, lease=lease, archive=own)
         status = url_status(result.outcome)
         # A 304's revisit names the last capture's payload, and a 304 keeps the URL's status (a noindex page
         # stays unpublished, an alias stays one): read before the status write below moves it.
@@ -157,16 +160,19 @@ class FetcherHandler(StatelessHandler):
             out.extend(redirect_candidate(result))
         if archived is not None:
             out.append(archived)
+        out.extend(own)
         if self.policy.sitemaps and result.outcome in ("robots_fetched", "robots_disallowed") and result.status:
             out.extend(sitemap_candidates(result))
         return out
 
     # ------------------------------------------------------------------ the fetch
 
-    async def fetch(self, req: FetchRequest, maybe_replay: bool = True, lease: LeaseMarks | None = None) -> FetchResult:
+    async def fetch(self, req: FetchRequest, maybe_replay: bool = True, lease: LeaseMarks | None = None,
+                    archive: list[Output] | None = None) -> FetchResult:
         """Fetch under ``req``'s lease. ``maybe_replay=False`` (a request produced after this process
         took its partition: no other instance can have fetched it) skips the lease check; ``lease`` is the
-        host's lease row if the caller has read it already."""
+        host's lease row if the caller has read it already. The archive records of a robots.txt or probe
+        request made under the lease are appended to ``archive`` (when given and WARC output is on)."""
         started = self.clock()
 
         async def turn() -> bool:
@@ -242,7 +248,13 @@ class FetcherHandler(StatelessHandler):
             if not await turn():
                 return too_late()
             robots_started = self.clock()
-            rules = await self.robots.refresh(req.host, origin, robots_started)
+            hops: RobotsHops = []
+            rules = await self.robots.refresh(req.host, origin, robots_started, hops)
+            if archive is not None and self.policy.warc:
+                for n, (hop_url, sent_at, hop) in enumerate(hops):
+                    # the body the rules were read from (the last hop's, a 2xx); a redirect has none
+                    body_ok = n == len(hops) - 1 and 200 <= hop.status <= 299
+                    archive.extend(await self._archive_own(hop_url, sent_at, hop, "robots_txt", body_ok))
         delay = rules.crawl_delay()
         robots_fields: dict[str, Any] = {"crawl_delay_s": delay}
         if fetched_robots:
@@ -270,7 +282,7 @@ class FetcherHandler(StatelessHandler):
                 # Like robots.txt: this lease is spent on the probe, the page waits for its next turn.
                 if not await turn():
                     return too_late()
-                return await self._probe(req, origin + probe_path, probe_path, delay, result)
+                return await self._probe(req, origin + probe_path, probe_path, delay, result, archive)
             soft404 = NO_SOFT404  # robots.txt forbids the probe: no signature, the page goes on
             SOFT404_PROBES.labels("disallowed").inc()
             await self.robots.put_soft404(req.host, soft404)
@@ -301,9 +313,30 @@ class FetcherHandler(StatelessHandler):
                               max_redirect_hops=self.policy.max_redirect_hops, clock=self.clock,
                               host_signature=host_signature)
 
+    async def _archive_own(self, url: str, sent_at: float, resp: HttpResponse, outcome: str,
+                           with_body: bool) -> list[Output]:
+        """The archive record of a robots.txt or probe request, its body stored first when `with_body`.
+        A failed store archives it without the body: raising would make the loop retry the lease, whose
+        request (robots.txt, or the probe) has been made and whose answer is kept already, so the retry
+        would send a second request under one lease."""
+        stored = None
+        if with_body:
+            try:
+                stored = await asyncio.to_thread(self.blobs.store_page, resp.body)
+            except Exception as exc:
+                OWN_BODY_STORE_FAILURES.inc()
+                log.warning("archived without its body", extra={"url": url, "error": repr(exc)[:300]})
+        try:
+            host = host_of(url)
+        except UrlError:
+            return []
+        archived = archive_exchange(url, host, sent_at, resp, outcome, stored)
+        return [archived] if archived is not None else []
+
     async def _probe(self, req: FetchRequest, probe_url: str, probe_path: str, delay: float | None,
-                     result: Callable[..., FetchResult]) -> FetchResult:
+                     result: Callable[..., FetchResult], archive: list[Output] | None = None) -> FetchResult:
         """Request the nonsense path and store the host's answer; the result is probe_fetched."""
+        sent_at = self.clock()
         t0 = time.perf_counter()
         try:
             resp = await self.http.get(probe_url, self.policy.max_body_bytes)
@@ -315,6 +348,9 @@ class FetcherHandler(StatelessHandler):
             return result("probe_fetched", error=f"soft-404 probe: {exc}"[:300], crawl_delay_s=delay,
                           fetch_s=time.perf_counter() - t0)
         fetch_s = time.perf_counter() - t0
+        if archive is not None and self.policy.warc:
+            archive.extend(await self._archive_own(probe_url, sent_at, resp, "soft404_probe",
+                                                   200 <= resp.status <= 299))
         content_type = resp.headers.get("content-type")
         answer = NO_SOFT404
         if resp.status == 200 and is_text(content_type):

@@ -17,7 +17,7 @@ from streamcrawl_runtime.service import Wiring, run_service
 from streamcrawl_fetcher.dns import Resolver, parse_networks
 from streamcrawl_fetcher.fetch import HttpFetcher, make_client
 from streamcrawl_fetcher.handler import FetcherHandler, FetchPolicy
-from streamcrawl_fetcher.robots_cache import RobotsCache
+from streamcrawl_fetcher.robots_cache import RobotsCache, RobotsHops
 from streamcrawl_fetcher.settings import FetcherSettings
 
 
@@ -40,10 +40,10 @@ def build_handler(settings: FetcherSettings, state: FetcherState, blobs: BlobSto
                          inline_body_max_bytes=settings.inline_body_max_bytes, warc=settings.warc,
                          sitemaps=settings.sitemaps)
 
-    async def fetch_robots(url: str) -> tuple[int | None, bytes | None]:
+    async def fetch_robots(url: str, hops: RobotsHops) -> tuple[int | None, bytes | None]:
         # Redirect hops of robots.txt are spaced by the same politeness rule as any two requests.
         return await http.fetch_robots(url, policy.robots_max_bytes, policy.robots_max_redirects,
-                                       lambda hop_s: required_delay(hop_s, None, politeness))
+                                       lambda hop_s: required_delay(hop_s, None, politeness), hops)
 
     robots = RobotsCache(state, fetch_robots, robots_cfg, settings.robots_cache_entries)
     return FetcherHandler(http, robots, state, blobs, policy)

@@ -24,6 +24,8 @@ from prometheus_client import Counter
 from streamcrawl_core.robots import RobotsConfig, RobotsRules
 from streamcrawl_runtime.ports.state import RobotsState
 
+from streamcrawl_fetcher.ports import HttpResponse
+
 log = logging.getLogger("streamcrawl.fetcher.robots")
 
 ROBOTS_LOOKUPS = Counter("streamcrawl_fetcher_robots_lookups", "robots.txt rule lookups by source",
@@ -40,8 +42,10 @@ SOFT404_PERSIST_FAILURES = Counter("streamcrawl_fetcher_soft404_persist_failures
 NO_SOFT404 = "none"
 _SIGNATURE_RE = re.compile(r"[0-9a-f]{16}")
 
-#: (robots URL) → final (status, body); status None = unreachable.
-RobotsFetch = Callable[[str], Awaitable[tuple[int | None, bytes | None]]]
+#: (robots URL, the list to append each answered hop's (URL, start time, response) to) → final (status,
+#: body); status None = unreachable.
+RobotsHops = list[tuple[str, float, HttpResponse]]
+RobotsFetch = Callable[[str, RobotsHops], Awaitable[tuple[int | None, bytes | None]]]
 
 
 class RobotsCache:
@@ -75,10 +79,11 @@ class RobotsCache:
         ROBOTS_LOOKUPS.labels(source).inc()
         return rules
 
-    async def refresh(self, host: str, origin: str, now: float) -> RobotsRules:
-        """Fetch `origin`/robots.txt and store the resulting rules (memory and host_state)."""
+    async def refresh(self, host: str, origin: str, now: float, hops: RobotsHops | None = None) -> RobotsRules:
+        """Fetch `origin`/robots.txt and store the resulting rules (memory and host_state). The answered
+        requests (a redirect chain has several) are appended to `hops` (for the WARC writer)."""
         previous = self._mem.get(host)
-        status, body = await self.fetch(origin + "/robots.txt")
+        status, body = await self.fetch(origin + "/robots.txt", hops if hops is not None else [])
         rules = RobotsRules.from_fetch(status, body, now, self.config, previous=previous)
         ROBOTS_FETCHES.labels("stale_fallback" if rules.stale_fallback else rules.kind).inc()
         self._remember(host, rules)

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from minio import Minio
 from streamcrawl_synthweb.model import SynthWeb
-from streamcrawl_synthweb.pages import render_page
+from streamcrawl_synthweb.pages import render_page, robots_spec
 from warcio.archiveiterator import ArchiveIterator
 
 
@@ -106,5 +106,29 @@ def check_warc(client: Minio, bucket: str, msgs: list[dict[str, Any]], web: Synt
             ids.update(r.rec_headers.get_header("WARC-Record-ID") for r in ArchiveIterator(fh))
     twice = [i for i, n in ids.items() if n > 1]
     assert not twice, f"{len(twice)} records written twice, e.g. {twice[:3]}"
+    # the fetcher's own requests are fetches too: every host a page was published from had its robots.txt
+    # archived (its 2xx body as the synthetic web served it), and the soft-404 probes are archived
+    robots = {f["url"]: f for _k, _ts, f in index if urlsplit(f["url"]).path == "/robots.txt"}
+    robots_hosts = {urlsplit(u).hostname for u in robots}
+    unarchived = {urlsplit(m["url"]).hostname for m in msgs} - robots_hosts
+    assert not unarchived, f"{len(unarchived)} hosts' robots.txt not archived, e.g. {sorted(unarchived)[:3]}"
+    probes = [f for _k, _ts, f in index if urlsplit(f["url"]).path.startswith("/streamcrawl-probe-")]
+    assert probes, "no soft-404 probe archived"
+    kinds = {h.name: h.kind for h in web.hosts}
+    for f in list(robots.values())[:sample]:
+        key = f"warc/{f['filename'].rsplit('-', 2)[1]}/{f['filename']}"
+        raw = _range(client, bucket, key, int(f["offset"]), int(f["length"]))
+        [(rec, body)] = [(r, r.content_stream().read()) for r in ArchiveIterator(io.BytesIO(raw))]
+        assert rec.rec_type == "response" and rec.http_headers.get_statuscode() == f["status"]
+        assert rec.rec_headers.get_header("WARC-Payload-Digest") == _digest(body) == f["digest"]
+        kind = kinds.get(urlsplit(f["url"]).hostname or "")
+        if f["status"] == "200" and kind is not None:
+            assert body == robots_spec(kind, web.profile).body.encode(), (f["url"], body[:80])
+    # a robots.txt redirect: both hops
+    for name, kind in kinds.items():
+        if kind == "robots_redirect" and name in robots_hosts:
+            assert any(urlsplit(u).hostname == name and urlsplit(u).path == "/robots-real.txt"
+                       for _k, _ts, f in index for u in [f["url"]]), name
     revisits = sum(1 for _k, _ts, f in index if f.get("mime") == "warc/revisit")
-    return {"warc_files": len(files), "cdxj_lines": len(index), "revisits": revisits, "compared_bodies": compared}
+    return {"warc_files": len(files), "cdxj_lines": len(index), "revisits": revisits, "compared_bodies": compared,
+            "robots_records": len(robots), "probe_records": len(probes)}

@@ -24,7 +24,7 @@ from streamcrawl_fetcher.dns import AddressNotAllowed, DnsError, Resolver, parse
 from streamcrawl_fetcher.fetch import HttpFetcher, make_client
 from streamcrawl_fetcher.handler import FetcherHandler, FetchPolicy
 from streamcrawl_fetcher.main import build_handler
-from streamcrawl_fetcher.robots_cache import RobotsCache
+from streamcrawl_fetcher.robots_cache import RobotsCache, RobotsHops
 from streamcrawl_fetcher.settings import (
     DEFAULT_INLINE_BODY_MAX_BYTES,
     DEFAULT_USER_AGENT,
@@ -69,8 +69,8 @@ class Rig:
         self.client = make_client(16)
         self.http = HttpFetcher(self.client, self.resolver, DEFAULT_USER_AGENT, 1.0, read_timeout, 10.0)
 
-        async def fetch_robots(url: str) -> tuple[int | None, bytes | None]:
-            return await self.http.fetch_robots(url, 500 * 1024, 5)
+        async def fetch_robots(url: str, hops: RobotsHops) -> tuple[int | None, bytes | None]:
+            return await self.http.fetch_robots(url, 500 * 1024, 5, hops=hops)
 
         self.robots = RobotsCache(self.state, fetch_robots, RobotsConfig())  # type: ignore[arg-type]
         self.handler = FetcherHandler(self.http, self.robots, self.state, self.blobs,  # type: ignore[arg-type]
@@ -845,12 +845,14 @@ def test_soft404_host_pages_matching_the_probe_are_soft_404(rig: Rig) -> None:
     assert rig.run(rig.request("/real.html")).outcome == "probe_fetched"
     signature = rig.state.hosts[HOST].soft404_signature
     assert signature is not None and re.fullmatch(r"[0-9a-f]{16}", signature)
+    [probe] = rig.archived  # the probe's 200 answer is stored for its WARC record
+    probe_keys = {probe.value.storage_key}
 
     before = soft404_total()
     res = rig.run(rig.request("/docs/missing.html?q=1"))
     assert res.outcome == "soft_404" and res.status == 200 and res.content_type == HTML["Content-Type"]
     assert res.storage_key is None and res.content_hash is None and res.content_length > 0
-    assert rig.blobs.objects == {}  # type: ignore[attr-defined]  # the body is not stored
+    assert set(rig.blobs.objects) == probe_keys  # type: ignore[attr-defined]  # the body is not stored
     assert soft404_total() == before + 1
 
     real = rig.run(rig.request("/real.html"))
@@ -1042,8 +1044,63 @@ def test_robots_fetch_sends_its_sitemaps_and_sitemap_xml_as_candidates(rig: Rig)
     rig.web.routes["/robots.txt"] = Reply(200, b"User-agent: *\nDisallow:\nSitemap: /maps/a.xml.gz\n"
                                                b"Sitemap: http://other.test/s.xml\n")
     res = rig.run(rig.request("/page"))
-    assert res.outcome == "robots_fetched" and rig.archived == []
+    assert res.outcome == "robots_fetched" and [a.value.outcome for a in rig.archived] == ["robots_txt"]
     got = {(o.key, tuple(o.value.urls), o.value.depth) for o in rig.extra}
     base = f"http://{HOST}:{rig.web.port}"
     assert ("other.test", ("http://other.test/s.xml",), 0) in got
     assert (HOST, (f"{base}/maps/a.xml.gz", f"{base}/sitemap.xml"), 0) in got and len(got) == 2
+
+
+def test_robots_txt_and_the_probe_are_archived_as_responses(rig: Rig) -> None:
+    robots = b"User-agent: *\nDisallow: /private/\n"
+    rig.web.routes["/robots.txt"] = Reply(200, robots, {"Content-Type": "text/plain"})
+    assert rig.run(rig.request("/page")).outcome == "robots_fetched"
+    [archived] = rig.archived
+    rec = archived.value
+    base = f"http://{HOST}:{rig.web.port}"
+    assert archived.key == rec.exchange.id and rec.url == f"{base}/robots.txt" and rec.outcome == "robots_txt"
+    assert rec.status == 200 and rec.revisit_of is None and rec.storage_key is not None
+    assert rig.blobs.get_page(rec.storage_key) == robots and rec.content_length == len(robots)
+    assert rec.exchange.request_head.startswith("GET /robots.txt HTTP/1.1") and rec.exchange.ip.startswith("127.")
+    assert rec.url_fp == url_fingerprint(rec.url)
+    # the probe: a 404 answer is archived like any error, without a body
+    assert rig.run(rig.request("/page")).outcome == "probe_fetched"
+    [probe] = rig.archived
+    [path] = rig.web.probes()
+    assert probe.value.url == base + path and probe.value.outcome == "soft404_probe" and probe.value.status == 404
+    assert probe.value.storage_key is None and probe.value.exchange.response_head.startswith("HTTP/1.1 404")
+    # then the page: its own archive record only (it is parsed: dedup archives it)
+    assert rig.run(rig.request("/page")).outcome in ("fetched", "http_error")
+    assert all(a.value.outcome not in ("robots_txt", "soft404_probe") for a in rig.archived)
+
+
+def test_a_robots_redirect_chain_archives_every_hop_and_a_200_probe_its_body(rig: Rig) -> None:
+    rig.web.routes["/robots.txt"] = Reply(301, b"", {"Location": "/real-robots.txt"})
+    rig.web.routes["/real-robots.txt"] = Reply(200, b"User-agent: *\nDisallow:\n", {"Content-Type": "text/plain"})
+    assert rig.run(rig.request("/page")).outcome == "robots_fetched"
+    base = f"http://{HOST}:{rig.web.port}"
+    hops = [(a.value.url, a.value.status, a.value.storage_key is not None, a.value.out_links) for a in rig.archived]
+    assert hops == [(f"{base}/robots.txt", 301, False, [f"{base}/real-robots.txt"]),
+                    (f"{base}/real-robots.txt", 200, True, [])]
+    assert len({a.value.exchange.id for a in rig.archived}) == 2
+    rig.web.default = lambda _path: Reply(200, b"<p>Sorry, nothing here</p>", {"Content-Type": "text/html"})
+    assert rig.run(rig.request("/page")).outcome == "probe_fetched"
+    [probe] = rig.archived
+    assert probe.value.status == 200 and probe.value.storage_key is not None
+    assert rig.blobs.get_page(probe.value.storage_key) == b"<p>Sorry, nothing here</p>"
+
+
+def test_no_own_records_without_warc_and_a_failed_store_archives_without_the_body(
+        dns_server: TinyDNS, web: ScriptedHTTP) -> None:
+    class FailingStore(MemoryBlobStore):
+        def store_page(self, body: bytes) -> StoredPage:
+            raise TransientError("s3 down")
+
+    web.routes["/robots.txt"] = Reply(200, b"User-agent: *\nDisallow:\n")
+    rig = Rig(dns_server.port, web, blobs=FailingStore())
+    assert rig.run(rig.request("/page")).outcome == "robots_fetched"
+    [archived] = rig.archived
+    assert archived.value.status == 200 and archived.value.storage_key is None
+    off = Rig(dns_server.port, web)
+    off.handler.policy = FetchPolicy(warc=False)
+    assert off.run(off.request("/page", host="other.test")).outcome == "robots_fetched" and off.archived == []

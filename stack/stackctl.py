@@ -1,7 +1,8 @@
 """Local stack manager: fetch, start, stop and report Apache Kafka, Apache Cassandra and the S3 store
 (versitygw) on loopback, without Docker.
 
-    python stack/stackctl.py up | down | status | fetch
+    python stack/stackctl.py up | down | status | fetch | reset
+    python stack/stackctl.py restart | pause | resume ENGINE     (kafka, cassandra or s3; fault tests)
 
 With STREAMCRAWL_STACK_PROFILE=cluster (source stack/cluster.env) it runs three Kafka and three Cassandra
 nodes on 127.0.0.1-3 instead of one of each (stack_cluster).
@@ -209,8 +210,13 @@ def s3_engine() -> Engine:
         meta.mkdir(parents=True, exist_ok=True)
 
     def ready() -> None:
+        import urllib3
         from minio import Minio
-        Minio(f"127.0.0.1:{S3_PORT}", S3_ACCESS, S3_SECRET, secure=False, region="us-east-1").list_buckets()
+
+        # Short timeouts and no retries: a paused store must fail the probe, not hang it for minutes.
+        http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=3, read=3), retries=False)
+        Minio(f"127.0.0.1:{S3_PORT}", S3_ACCESS, S3_SECRET, secure=False, region="us-east-1",
+              http_client=http).list_buckets()
 
     # --sidecar keeps object metadata in files, so the store does not depend on xattr support.
     return Engine("s3", S3_PORT, lambda: [str(binary), "--access", S3_ACCESS, "--secret", S3_SECRET,
@@ -312,21 +318,62 @@ def cmd_up() -> None:
     print(f"stack: up in {time.monotonic() - t0:.1f}s")
 
 
+def stop_engine(engine: Engine) -> None:
+    pid = engine.pid()
+    if pid is None:
+        engine.pid_file.unlink(missing_ok=True)
+        print(f"stack: {engine.name} not running")
+        return
+    os.killpg(pid, signal.SIGCONT)  # a paused engine cannot act on SIGTERM
+    os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and engine.pid() is not None:
+        time.sleep(0.3)
+    if engine.pid() is not None:
+        os.killpg(pid, signal.SIGKILL)
+    engine.pid_file.unlink(missing_ok=True)
+    print(f"stack: {engine.name} stopped (pid {pid})")
+
+
 def cmd_down() -> None:
     for engine in all_engines():
+        stop_engine(engine)
+
+
+def engines_of(kind: str) -> list[Engine]:
+    """The profile's engines of one kind (every node of it in the cluster profile)."""
+    return [e for e in all_engines() if e.kind == kind]
+
+
+def cmd_restart(name: str) -> None:
+    """Stop one engine (every node of it) and start it again with the same start logic and readiness probe
+    as `up`: a fault test's restart leaves the stack as `up` would (its data, topics and schema are kept)."""
+    t0 = time.monotonic()
+    nodes = engines_of(name)
+    for engine in nodes:
+        stop_engine(engine)
+    procs = [(engine, start(engine)) for engine in nodes]
+    took = max(wait_ready(engine, proc) for engine, proc in procs)
+    print(f"stack: {name} restarted, ready after {took:.1f}s ({time.monotonic() - t0:.1f}s in all)")
+
+
+def cmd_signal(name: str, sig: signal.Signals) -> None:
+    """SIGSTOP (pause) or SIGCONT (resume) the engine's process group (every node of it): a frozen engine
+    keeps its sockets open and answers nothing, like a stalled JVM or a host that stopped scheduling it."""
+    for engine in engines_of(name):
         pid = engine.pid()
         if pid is None:
-            engine.pid_file.unlink(missing_ok=True)
-            print(f"stack: {engine.name} not running")
-            continue
-        os.killpg(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and engine.pid() is not None:
-            time.sleep(0.3)
-        if engine.pid() is not None:
-            os.killpg(pid, signal.SIGKILL)
-        engine.pid_file.unlink(missing_ok=True)
-        print(f"stack: {engine.name} stopped (pid {pid})")
+            raise fail(name, "not running", engine.log)
+        os.killpg(pid, sig)
+        print(f"stack: {engine.name} {'paused' if sig == signal.SIGSTOP else 'resumed'} (pid {pid})")
+
+
+def _stopped(pid: int) -> bool:
+    """The process is stopped by a signal (`pause`): state T in /proc/<pid>/stat."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+    except (OSError, IndexError):
+        return False
 
 
 def cmd_status() -> int:
@@ -341,7 +388,8 @@ def cmd_status() -> int:
             except Exception:
                 healthy = False
         bad += 0 if healthy else 1
-        state = "healthy" if healthy else ("running, not ready" if pid else "stopped")
+        state = "healthy" if healthy else ("paused" if pid and _stopped(pid) else
+                                           "running, not ready" if pid else "stopped")
         print(f"{engine.name:12s} {state:20s} pid={pid or '-':<8} {engine.host}:{engine.port:<6} log={engine.log}")
     return 1 if bad else 0
 
@@ -354,12 +402,22 @@ def cmd_reset() -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["up", "down", "status", "fetch", "provision", "reset"])
+    parser.add_argument("command", choices=["up", "down", "status", "fetch", "provision", "reset",
+                                            "restart", "pause", "resume"])
+    parser.add_argument("engine", nargs="?", choices=sorted(ENGINE_KINDS), help="for restart, pause and resume")
     args = parser.parse_args()
+    per_engine = {"restart": cmd_restart, "pause": lambda n: cmd_signal(n, signal.SIGSTOP),
+                  "resume": lambda n: cmd_signal(n, signal.SIGCONT)}
+    if (args.command in per_engine) != (args.engine is not None):
+        parser.error(f"{args.command}: {'an engine is required' if args.engine is None else 'takes no engine'}")
     try:
         if args.command == "status":
             return cmd_status()
-        {"up": cmd_up, "down": cmd_down, "fetch": cmd_fetch, "provision": provision, "reset": cmd_reset}[args.command]()
+        if args.engine is not None:
+            per_engine[args.command](args.engine)
+        else:
+            {"up": cmd_up, "down": cmd_down, "fetch": cmd_fetch, "provision": provision,
+             "reset": cmd_reset}[args.command]()
     except StackError as exc:
         print(str(exc), file=sys.stderr)
         return 1

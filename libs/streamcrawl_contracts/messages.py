@@ -1,17 +1,24 @@
 """Message contracts: pydantic models, the single source of truth for every payload on Kafka.
 
-Every message carries `schema_version`, `event_id` and `occurred_at`. Bump a model's SCHEMA_VERSION on
-a breaking change; `python -m streamcrawl_contracts.export --check` fails when schemas/json drifts.
-Payloads are UTF-8 JSON (model_dump_json); the Kafka key is the host (see topics.py).
+Every message carries `schema_version`, `event_id` and `occurred_at`. `schema_version` is the model's
+major version: an added optional field is no bump (consumers ignore fields they do not know), a breaking
+change is. A consumer reads versions 1 to its model's SCHEMA_VERSION and refuses a newer one (a validation
+error naming both versions, so the run loop dead-letters it with that reason, for a replay once the
+consumer is upgraded) rather than mis-read it. `python -m streamcrawl_contracts.export --check` fails when
+schemas/json drifts. Payloads are UTF-8 JSON (model_dump_json); the Kafka key is the host (see topics.py).
+
+Sizes are bounded: every URL field holds at most MAX_URL_CHARS (81,920) characters (the normalizer's own
+limit is 2,048; a seed may be longer before normalization), so an oversized record fails validation instead of
+travelling through the pipeline.
 """
 
 from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 def _now() -> datetime:
@@ -22,15 +29,29 @@ def _event_id() -> str:
     return uuid.uuid4().hex
 
 
+#: The longest URL (or host: a part of one) any message may carry, in characters.
+#: Far above any normalized URL, and above the hostile corpus's 64 KB URL (the fetcher answers such a
+#: request with an outcome of its own), far below a record's 1 MB: a 900 KB URL field fails validation.
+MAX_URL_CHARS = 80 * 1024
+
+
 class Envelope(BaseModel):
     """Fields every message carries."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
     SCHEMA_VERSION: ClassVar[int] = 1
 
-    schema_version: int = 1
-    event_id: str = Field(default_factory=_event_id)
+    schema_version: int = Field(default=1, ge=1)
+    event_id: str = Field(default_factory=_event_id, max_length=128)
     occurred_at: datetime = Field(default_factory=_now)
+
+    @field_validator("schema_version")
+    @classmethod
+    def _readable_version(cls, version: int) -> int:
+        if version > cls.SCHEMA_VERSION:
+            raise ValueError(f"schema_version {version} is newer than this consumer reads "
+                             f"({cls.__name__} {cls.SCHEMA_VERSION}): not read, a breaking change it does not know")
+        return version
 
 
 Kind = Literal["discovery", "refresh"]
@@ -39,7 +60,7 @@ Kind = Literal["discovery", "refresh"]
 class SeedMessage(Envelope):
     """A URL to start from. Produced by users or the control plane, keyed by host or unkeyed."""
 
-    url: str = Field(max_length=8192)
+    url: str = Field(max_length=MAX_URL_CHARS)
     priority: int = Field(default=0, ge=0, le=9)
     source: str = "user"
 
@@ -47,14 +68,14 @@ class SeedMessage(Envelope):
 class UrlMessage(Envelope):
     """A normalized URL for the frontier: a new discovery (from dedup) or a due refresh (recrawl)."""
 
-    url: str
-    host: str
+    url: str = Field(max_length=MAX_URL_CHARS)
+    host: str = Field(max_length=MAX_URL_CHARS)
     url_fp: int
     depth: int = 0
     priority: int = Field(default=5, ge=0, le=9)
     kind: Kind = "discovery"
     not_before: float = 0.0
-    via: str | None = None
+    via: str | None = Field(default=None, max_length=MAX_URL_CHARS)
     #: dedup re-sent this discovery because its candidate event was delivered again (after a crash); the
     #: frontier drops it if it already finished the URL.
     replayed: bool = False
@@ -70,10 +91,10 @@ class UrlCandidates(Envelope):
     than per link: most links stay on the page's host, so a page costs one or two messages, not dozens.
     `urls[i]` has fingerprint `url_fps[i]`."""
 
-    host: str
+    host: str = Field(max_length=MAX_URL_CHARS)
     depth: int
-    source_url: str
-    urls: list[str] = Field(min_length=1)
+    source_url: str = Field(max_length=MAX_URL_CHARS)
+    urls: list[Annotated[str, Field(max_length=MAX_URL_CHARS)]] = Field(min_length=1)
     url_fps: list[int] = Field(min_length=1)
     #: From a sitemap: each URL's <lastmod> (epoch seconds) or None; empty otherwise.
     lastmods: list[float | None] = Field(default_factory=list)
@@ -91,8 +112,8 @@ class UrlCandidates(Envelope):
 class FetchRequest(Envelope):
     """A leased fetch: the fetcher must not start it after lease_expires_at (the frontier re-queues)."""
 
-    url: str
-    host: str
+    url: str = Field(max_length=MAX_URL_CHARS)
+    host: str = Field(max_length=MAX_URL_CHARS)
     url_fp: int
     depth: int = 0
     kind: Kind = "discovery"
@@ -107,6 +128,11 @@ class FetchRequest(Envelope):
     #: streamcrawl_core.redirects): carried through dedup, the frontier and the fetcher so that a redirect
     #: chain is followed for at most 5 hops across the pipeline. Empty for a URL found as a link or seed.
     redirect_chain: list[int] = Field(default_factory=list, max_length=16)
+    #: Re-sent by a frontier that rebuilt its state and found this lease live and never started: the first
+    #: copy may be lost (in a crashed frontier's producer) or still on its way. The fetcher checks the lease
+    #: before it as before any possible replay; whichever copy comes second finds the lease done.
+    #: Optional (added without a schema_version bump).
+    resent: bool = False
 
 
 class HttpExchange(BaseModel):
@@ -154,8 +180,8 @@ class FetchResult(Envelope):
     # bytes fields travel as base64 in JSON (model_dump_json / model_validate_json); raw bytes in Python.
     model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
 
-    url: str
-    host: str
+    url: str = Field(max_length=MAX_URL_CHARS)
+    host: str = Field(max_length=MAX_URL_CHARS)
     url_fp: int
     depth: int = 0
     kind: Kind = "discovery"
@@ -178,7 +204,7 @@ class FetchResult(Envelope):
     storage_key: str | None = None
     etag: str | None = None
     last_modified: str | None = None
-    redirect_to: str | None = None
+    redirect_to: str | None = Field(default=None, max_length=MAX_URL_CHARS)
     retry_after_s: float | None = None
     crawl_delay_s: float | None = None
     x_robots_tag: str | None = None
@@ -196,8 +222,8 @@ class FetchResult(Envelope):
 class ParsedPage(Envelope):
     """A parsed page, for dedup: links, text fingerprint and robots meta."""
 
-    url: str
-    host: str
+    url: str = Field(max_length=MAX_URL_CHARS)
+    host: str = Field(max_length=MAX_URL_CHARS)
     url_fp: int
     depth: int = 0
     kind: Kind = "discovery"
@@ -208,8 +234,8 @@ class ParsedPage(Envelope):
     storage_key: str
     simhash: int | None = None
     title: str | None = None
-    canonical_url: str | None = None
-    out_links: list[str] = Field(default_factory=list)
+    canonical_url: str | None = Field(default=None, max_length=MAX_URL_CHARS)
+    out_links: list[Annotated[str, Field(max_length=MAX_URL_CHARS)]] = Field(default_factory=list)
     #: meta robots / X-Robots-Tag noindex or none, or an unavailable_after date passed at the fetch: dedup
     #: records the page but does not publish it (its links are still followed unless nofollow).
     noindex: bool = False
@@ -235,7 +261,7 @@ class ParsedPage(Envelope):
 class PageFetched(Envelope):
     """PUBLIC contract for indexers: a new or changed page. See README 'The page_fetched contract'."""
 
-    url: str
+    url: str = Field(max_length=MAX_URL_CHARS)
     canonical_url: str
     fetched_at: datetime
     http_status: int
@@ -260,7 +286,7 @@ class RevisitOf(BaseModel):
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    url: str
+    url: str = Field(max_length=MAX_URL_CHARS)
     fetched_at: float | None = None
 
 
@@ -273,8 +299,8 @@ class ArchiveRecord(Envelope):
     duplicate of another URL). `page`, when set, is published on page_fetched once the records are
     written, with the response record's location filled in."""
 
-    url: str
-    host: str
+    url: str = Field(max_length=MAX_URL_CHARS)
+    host: str = Field(max_length=MAX_URL_CHARS)
     url_fp: int
     fetched_at: float
     fetch_s: float = 0.0
@@ -285,7 +311,7 @@ class ArchiveRecord(Envelope):
     storage_key: str | None = None
     content_length: int = 0
     truncated: bool = False
-    out_links: list[str] = Field(default_factory=list)
+    out_links: list[Annotated[str, Field(max_length=MAX_URL_CHARS)]] = Field(default_factory=list)
     revisit_of: RevisitOf | None = None
     page: PageFetched | None = None
 
@@ -298,9 +324,14 @@ class DeadLetter(Envelope):
     partition: int
     offset: int
     key: str | None
+    #: The record's value (base64), cut to its first 64 KiB when longer: the record itself stays in
+    #: source_topic at partition/offset for that topic's retention.
     payload_b64: str
     reason: str
     error_type: str
+    #: Optional (added without a schema_version bump): the value's full size, and whether it was cut.
+    payload_bytes: int | None = None
+    payload_truncated: bool = False
 
 
 MODELS: dict[str, type[Envelope]] = {

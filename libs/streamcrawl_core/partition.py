@@ -13,7 +13,7 @@ partition (and therefore which consumer) owns a host without asking the broker.
 
 from __future__ import annotations
 
-__all__ = ["HOST_BUCKETS", "host_bucket", "host_key", "murmur2", "partition_for"]
+__all__ = ["HOST_BUCKETS", "host_bucket", "host_key", "key_mismatch", "murmur2", "partition_for"]
 
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
@@ -92,3 +92,19 @@ def host_bucket(host: str, buckets: int = HOST_BUCKETS) -> int:
     """The bucket (0..buckets-1) of ``host`` within its partition's host index. Independent of the
     partition (murmur2 with the bytes reversed), so a partition's hosts spread over every bucket."""
     return (murmur2(host.encode("utf-8", "surrogatepass")[::-1]) & 0x7FFFFFFF) % buckets
+
+
+def key_mismatch(key: str | None, partition: int, host: str, partitions: int | None) -> str | None:
+    """Why a record of a host-keyed topic whose payload names ``host`` is not where that host's records
+    belong, or None when it is: its key must be the host, and (when the topic's partition count is known)
+    its partition the host's. A record elsewhere would be handled out of the host's order, by an
+    instance that does not own the host's state (its politeness timer, its seen-set)."""
+    if key is None:
+        return f"no key (the payload's host is {host[:200]!r})"
+    if key != host:
+        return f"key {key[:200]!r} is not the payload's host {host[:200]!r}"
+    if partitions:
+        owner = partition_for(host, partitions)
+        if owner != partition:
+            return f"partition {partition}, but host {host[:200]!r} is on partition {owner} of {partitions}"
+    return None

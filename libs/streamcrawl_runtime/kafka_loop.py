@@ -6,9 +6,15 @@
 - Offsets are committed only for the contiguous prefix of completed records of each partition, and only
   after the producer has flushed every output of those records: at-least-once delivery. Handlers are
   idempotent, so a replay after a crash is harmless.
-- A record that fails to decode, or whose handler raises a non-transient error `max_attempts` times, goes
-  to the dead-letter topic with the reason; the loop carries on. A TransientError (an engine is down) is
-  retried with back-off and never dead-lettered.
+- A poison record goes to the dead-letter topic with the reason (streamcrawl_runtime.kafka_output), and the
+  loop carries on: one that does not decode (malformed, missing or oversized fields, a newer
+  schema_version), whose key or partition is not its payload's host's, whose handler raises PoisonMessage
+  (or another non-transient error `max_attempts` times), or whose outputs are too large. A TransientError
+  (an engine is down) is retried with back-off and never dead-lettered.
+- Engine outages never block the event loop (flush and commit run in a worker thread: a flush waiting for
+  a frozen broker must not hold up fetches in flight, whose timing politeness reads) nor end the loop (an
+  undrained flush defers the commit; a handler's on_assign that fails on an engine is retried); a record
+  not finished (an error while stopping) is never committed past.
 - Under backpressure (too many records in flight) the assigned partitions are paused, then resumed.
 - Rebalances are incremental (Kafka 4's consumer group protocol, KIP-848, with the broker's range
   assignor, which keeps partition i of every subscribed topic on one member: see loop_ownership): a
@@ -29,38 +35,38 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import signal
 import time
 from collections import defaultdict, deque
-from collections.abc import Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from prometheus_client import Counter, Gauge, Histogram
 from pydantic import ValidationError
-from streamcrawl_contracts.messages import DeadLetter, Envelope
-from streamcrawl_contracts.topics import DEAD_LETTER
+from streamcrawl_contracts.messages import Envelope
+from streamcrawl_contracts.topics import Key, by_name
+from streamcrawl_core.partition import key_mismatch
 
 from streamcrawl_runtime.gctune import settle_heap
 from streamcrawl_runtime.health import Readiness
+from streamcrawl_runtime.kafka_output import LoopOutput, dead_letter
 from streamcrawl_runtime.kafka_producer import host_keyed_producer
 from streamcrawl_runtime.loop_offsets import PartitionOffsets
 from streamcrawl_runtime.loop_ownership import TP, Ownership
 from streamcrawl_runtime.metrics import Children
-from streamcrawl_runtime.ports.errors import is_transient
-from streamcrawl_runtime.ports.loop import Handler, Output, Record
+from streamcrawl_runtime.ports.errors import PoisonMessage, is_transient
+from streamcrawl_runtime.ports.loop import Handler, Record
 
 log = logging.getLogger("streamcrawl.loop")
 
 MESSAGES = Counter("streamcrawl_messages_total", "Records processed", ["service", "topic", "outcome"])
-OUTPUTS = Counter("streamcrawl_outputs_total", "Records produced", ["service", "topic"])
 HANDLE_SECONDS = Histogram("streamcrawl_handle_seconds", "Handler time per record", ["service"])
 IN_FLIGHT = Gauge("streamcrawl_in_flight", "Records being handled", ["service"])
 # Per-record label lookups, done once per label values (see streamcrawl_runtime.metrics).
-_MESSAGES, _OUTPUTS = Children(MESSAGES), Children(OUTPUTS)
+_MESSAGES = Children(MESSAGES)
 _HANDLE_SECONDS, _IN_FLIGHT = Children(HANDLE_SECONDS), Children(IN_FLIGHT)
 REBALANCES = Counter("streamcrawl_rebalance_partitions_total", "Partitions assigned, revoked, lost or held",
                      ["service", "event"])
@@ -102,6 +108,9 @@ class LoopConfig:
     idle_wait_s: float = 1.0
     max_attempts: int = 3
     transient_backoff_s: float = 1.0
+    # The longest wait between retries of a record during an outage: once the engine is back, a record
+    # resumes within this (a longer cap only adds to the time a crawl needs to recover).
+    transient_backoff_max_s: float = 5.0
     consumer_overrides: dict[str, Any] = field(default_factory=dict)
     # Look up each assigned partition's log end (one broker round trip per partition, at every
     # assignment) so records can be marked Record.fresh. Only for a handler that reads the flag.
@@ -144,7 +153,12 @@ class RunLoop:
         self._paused = False
         self._own = Ownership(list(config.subscriptions))
         self._event_loop: asyncio.AbstractEventLoop | None = None
-        self._delivery_error: str | None = None
+        self.output = LoopOutput(self.producer, config.service)
+        self._produce = self.output.produce
+        self._partition_counts: dict[str, int] = {}  # topic → partitions, for the key check
+        # Topics whose key is the host: the archive topic's records name a host but are keyed by exchange
+        # id. A topic outside the registry (a test's) is checked whenever its payload names a host.
+        self._host_keyed = {t: _host_keyed(t) for t in config.subscriptions}
         self.handled = 0
         self._tick_due = getattr(handler, "tick_due", None)
         self._next_tick = 0.0  # wall clock (handlers' time): the first pass ticks
@@ -202,8 +216,8 @@ class RunLoop:
                 now = time.monotonic()
                 if now - last_commit >= self.cfg.commit_interval_s:
                     if self._uncommitted():
-                        self._flush_and_commit()
-                    last_commit = now
+                        await self._flush_and_commit_async()
+                    last_commit = time.monotonic()
                 if now - last_stats >= 30.0:  # a heartbeat that shows a stuck or saturated loop at a glance
                     last_stats = now
                     log.info("loop", extra={"in_flight": len(self._tasks), "handled": self.handled,
@@ -255,12 +269,47 @@ class RunLoop:
             consumer.pause([tp for tp in partitions if (tp.topic, tp.partition) not in self._own.held])
         if release:
             self._reread(consumer, release)
+        self._note_partition_counts(consumer, {tp.topic for tp in partitions})
         if self.cfg.mark_fresh:
             self._note_fresh_from(consumer, [tp for tp in partitions if tp.partition in gained]
                                   + [TopicPartition(t, p) for t, p in release])
         if gained:
-            self._on_loop(self.handler.on_assign(gained))
+            self._on_loop(self._until_applied("assign", self.handler.on_assign, gained))
         self.readiness.assigned(len(self._own.owned))
+
+    async def _until_applied(self, what: str, call: Callable[[list[int]], Awaitable[None]],
+                             partitions: list[int]) -> None:
+        """Hand a rebalance to the handler, retrying it through an outage (the frontier loads a partition's
+        hosts from Cassandra on assignment: a group that rebalances after a broker stall while Cassandra is
+        away once stopped the frontier). The callback waits meanwhile, so no record of those partitions is
+        handled before it. Handlers' rebalance callbacks are idempotent."""
+        attempts = 0
+        while True:
+            try:
+                await call(partitions)
+                return
+            except Exception as exc:
+                if not is_transient(exc) or self._stopping:
+                    raise
+                log.warning("rebalance not applied, retrying", extra={"what": what, "partitions": partitions,
+                                                                      "error": repr(exc)[:300]})
+            self.readiness.beat()  # waiting on an engine, not stuck
+            await asyncio.sleep(min(self.cfg.transient_backoff_s * 2 ** attempts, self.cfg.transient_backoff_max_s))
+            attempts = min(attempts + 1, 5)
+
+    def _note_partition_counts(self, consumer: Consumer, topics: set[str]) -> None:
+        """Each assigned topic's partition count, so that a host-keyed record on another partition than its
+        host's can be told apart. A failed lookup keeps the previous count (or none: key check only)."""
+        for topic in topics:
+            if topic in self._partition_counts:
+                continue  # a topic's partition count does not shrink, and the loop does not follow growth
+            try:
+                meta = consumer.list_topics(topic, timeout=5.0).topics.get(topic)
+            except Exception as exc:
+                log.warning("metadata lookup failed", extra={"topic": topic, "error": str(exc)[:200]})
+                continue
+            if meta is not None and meta.partitions:
+                self._partition_counts[topic] = len(meta.partitions)
 
     def _reread(self, consumer: Consumer, tps: list[TP]) -> None:
         """Held partitions whose index is now complete: read them again from their committed offsets (a
@@ -333,11 +382,10 @@ class RunLoop:
             if running and drain_s > 0:
                 await asyncio.wait(running, timeout=drain_s)
             if commit:
-                self._flush()  # raises if an output may be lost: then nothing is committed
-                for tp in tps:
-                    point = self._offsets[tp].commit_point()
-                    if point is not None:
-                        commits.append(TopicPartition(tp[0], tp[1], point))
+                # Taken before the flush: a record finishing during it may have outputs it did not wait for.
+                points = self._commit_points(tps)
+                if await self._flushed_async():  # raises if an output may be lost: then nothing is committed
+                    commits = points
         except Exception:
             log.exception("handover of revoked partitions failed; their next owner replays them")
             commits = []
@@ -405,15 +453,19 @@ class RunLoop:
         task.add_done_callback(running.discard)
 
     async def _process(self, rec: Record) -> None:
-        cancelled = False
+        done = False
         try:
             await self._handle_one(rec)
-        except asyncio.CancelledError:  # its partition went before it finished: not done, never committed
-            cancelled = True
-            raise
+            done = True
+        except Exception:
+            # Not handled (an outage while stopping, or its dead letter could not be produced): its offset
+            # stays pending, so nothing commits past it and a restart replays it. A cancelled record (its
+            # partition went before it finished) is not done either.
+            log.exception("record not finished", extra={"topic": rec.topic, "partition": rec.partition,
+                                                         "offset": rec.offset})
         finally:
             tracker = self._offsets.get((rec.topic, rec.partition))
-            if tracker is not None and not cancelled:
+            if tracker is not None and done:
                 tracker.finish(rec.offset)
             chain_key = (rec.partition, rec.key)
             chain = self._key_chains.get(chain_key)
@@ -432,6 +484,13 @@ class RunLoop:
         except (ValidationError, ValueError) as exc:
             self._dead_letter(rec, f"undecodable {model.__name__}: {str(exc)[:500]}", exc)
             return
+        host = getattr(message, "host", None)
+        # a host-keyed record: per-host order and state need it under its host's key, on its partition
+        if isinstance(host, str) and self._host_keyed[rec.topic]:
+            problem = key_mismatch(rec.key, rec.partition, host, self._partition_counts.get(rec.topic))
+            if problem is not None:
+                self._dead_letter(rec, f"misplaced {model.__name__}: {problem}", PoisonMessage(problem))
+                return
         attempts = 0
         while True:
             t0 = time.perf_counter()
@@ -445,18 +504,23 @@ class RunLoop:
                     # An engine is down: wait and retry, never dead-letter, never commit past it.
                     _MESSAGES(self.cfg.service, rec.topic, "retry").inc()
                     log.warning("transient failure, retrying", extra={"topic": rec.topic, "error": repr(exc)[:300]})
-                    await asyncio.sleep(self.cfg.transient_backoff_s * min(2 ** min(attempts, 5), 30))
+                    await asyncio.sleep(min(self.cfg.transient_backoff_s * 2 ** min(attempts, 5),
+                                            self.cfg.transient_backoff_max_s))
                     attempts += 1 if attempts < 5 else 0
                     if self._stopping and attempts > 2:
                         raise
                     continue
                 attempts += 1
-                if attempts >= self.cfg.max_attempts:
+                if isinstance(exc, PoisonMessage) or attempts >= self.cfg.max_attempts:  # no retry can help
                     self._dead_letter(rec, f"handler failed {attempts}x: {exc!r}"[:1000], exc)
                     return
                 continue
             _HANDLE_SECONDS(self.cfg.service).observe(time.perf_counter() - t0)
-            self._produce(outputs)
+            try:
+                self._produce(outputs)
+            except (PoisonMessage, KafkaException) as exc:  # e.g. an output over the size limit: cannot heal
+                self._dead_letter(rec, f"outputs not produced: {exc}"[:1000], exc)
+                return
             _MESSAGES(self.cfg.service, rec.topic, "ok").inc()
             self.handled += 1
             return
@@ -465,30 +529,9 @@ class RunLoop:
         _MESSAGES(self.cfg.service, rec.topic, "dead_letter").inc()
         log.error("dead letter", extra={"topic": rec.topic, "partition": rec.partition, "offset": rec.offset,
                                         "reason": reason[:300]})
-        dl = DeadLetter(service=self.cfg.service, source_topic=rec.topic, partition=rec.partition,
-                        offset=rec.offset, key=rec.key, payload_b64=base64.b64encode(rec.value[:1_000_000]).decode(),
-                        reason=reason, error_type=type(exc).__name__)
-        self._produce([Output(DEAD_LETTER, rec.key, dl)])
+        self._produce([dead_letter(self.cfg.service, rec, reason, exc)])
 
     # ------------------------------------------------------------------ output and commit
-
-    def _delivered(self, err: KafkaError | None, _msg: Message) -> None:
-        if err is not None:
-            self._delivery_error = str(err)
-
-    def _produce(self, outputs: Sequence[Output]) -> None:
-        for out in outputs:
-            payload = out.value.model_dump_json().encode()
-            while True:
-                try:
-                    self.producer.produce(out.topic.name, value=payload,
-                                          key=out.key.encode() if out.key is not None else None,
-                                          on_delivery=self._delivered)
-                    break
-                except BufferError:  # local queue full: serve delivery reports, then retry
-                    self.producer.poll(0.1)
-            _OUTPUTS(self.cfg.service, out.topic.name).inc()
-        self.producer.poll(0)
 
     async def _tick(self) -> None:
         now = time.time()
@@ -497,9 +540,14 @@ class RunLoop:
         except Exception as exc:
             log.warning("tick failed", extra={"error": repr(exc)[:300], "transient": is_transient(exc)})
             outputs = ()
-        finally:
+            # An engine away: try again after the records' back-off, not on every pass of the loop.
+            self._next_tick = now + max(self.cfg.tick_interval_s, self.cfg.transient_backoff_s)
+        else:
             self._next_tick = now + self.cfg.tick_interval_s  # at most one tick per tick_interval_s
-        self._produce(outputs)
+        try:
+            self._produce(outputs)
+        except (PoisonMessage, KafkaException) as exc:  # an output over the size limit: no record to blame
+            log.error("tick outputs not produced", extra={"error": str(exc)[:300]})
 
     def _tick_at(self) -> float:
         """Wall-clock time of the next tick: the handler's next timed work (`tick_due`; records it handled
@@ -534,25 +582,39 @@ class RunLoop:
 
     def _uncommitted(self) -> bool:
         """Outputs not yet flushed, or finished records whose offsets are not yet committed."""
-        if len(self.producer) or self._delivery_error:
+        if len(self.producer) or self.output.delivery_error:
             return True
         return any(t.commit_point() is not None for t in self._offsets.values())
 
-    def _flush(self) -> None:
-        remaining = self.producer.flush(30)
-        if remaining or self._delivery_error:
-            err, self._delivery_error = self._delivery_error, None
+    def _commit_points(self, tps: list[TP] | None = None) -> list[TopicPartition]:
+        """The offsets to commit now: the completed prefix of each (or each of ``tps``) partition."""
+        points = ((tp, self._offsets[tp].commit_point()) for tp in (self._offsets if tps is None else tps))
+        return [TopicPartition(t, p, point) for (t, p), point in points if point is not None]
+
+    def _flushed(self, remaining: int) -> bool:
+        if self.output.delivery_error:
+            err, self.output.delivery_error = self.output.delivery_error, None
             # Nothing is committed: the records whose outputs may be lost are replayed after restart.
             raise RuntimeError(f"producer could not deliver ({remaining} left): {err}")
+        if remaining:  # the broker is away (the producer retries until message.timeout.ms): commit later
+            log.warning("producer not drained, commit deferred", extra={"remaining": remaining})
+        return not remaining
 
-    def _flush_and_commit(self) -> None:
-        self._flush()
-        commits = []
-        for (topic, part), tracker in self._offsets.items():
-            point = tracker.commit_point()
-            if point is not None:
-                commits.append(TopicPartition(topic, part, point))
-        self._commit(commits)
+    async def _flushed_async(self, flush_s: float = 30.0) -> bool:
+        """Flush in a worker thread, so that a stalled broker leaves the event loop running; outputs
+        produced meanwhile are held and sent after it. Whether everything produced before was delivered."""
+        self.output.hold()
+        try:
+            remaining = await asyncio.to_thread(self.producer.flush, flush_s)
+        finally:
+            self.output.release()
+        return self._flushed(remaining)
+
+    async def _flush_and_commit_async(self, flush_s: float = 30.0) -> None:
+        """Flush, then commit what was complete before the flush (both in worker threads)."""
+        offsets = self._commit_points()
+        if await self._flushed_async(flush_s):
+            await asyncio.to_thread(self._commit, offsets)
 
     def _commit(self, offsets: list[TopicPartition]) -> None:
         """Commit (synchronously) offsets whose records' outputs are flushed."""
@@ -560,7 +622,7 @@ class RunLoop:
             return
         try:
             self.consumer.commit(offsets=offsets, asynchronous=False)
-        except Exception as exc:  # e.g. a rebalance in progress: the next commit covers it
+        except Exception as exc:  # e.g. a rebalance in progress, or the coordinator away: the next commit
             log.warning("commit failed", extra={"error": str(exc)[:300]})
             return
         for tp in offsets:
@@ -580,6 +642,13 @@ def group_protocol_config(protocol: str) -> dict[str, Any]:
         return {"group.protocol": "classic", "partition.assignment.strategy": "range",
                 "session.timeout.ms": 10000, "heartbeat.interval.ms": 2000}
     raise ValueError(f"group protocol must be 'consumer' or 'classic', got {protocol!r}")
+
+
+def _host_keyed(topic: str) -> bool:
+    try:
+        return by_name(topic).key is Key.HOST
+    except KeyError:
+        return True
 
 
 def run_loop(config: LoopConfig, handler: Handler) -> None:

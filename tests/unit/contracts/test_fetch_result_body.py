@@ -10,9 +10,11 @@ import time
 
 import pytest
 from pydantic import ValidationError
-from streamcrawl_contracts.messages import DeadLetter, FetchResult
+from streamcrawl_contracts.messages import MAX_URL_CHARS, FetchResult
 from streamcrawl_fetcher.settings import DEFAULT_INLINE_BODY_MAX_BYTES, INLINE_BODY_LIMIT
+from streamcrawl_runtime.kafka_output import dead_letter
 from streamcrawl_runtime.ports.blobs import decode_page, encode_page
+from streamcrawl_runtime.ports.loop import Record
 
 #: librdkafka's default message.max.bytes (the producer refuses larger records); brokers default to 1 MiB.
 KAFKA_MAX_MESSAGE = 1_000_000
@@ -79,13 +81,14 @@ def test_worst_case_message_fits_kafka_default_limit(cap: int) -> None:
     """A body exactly at the cap (incompressible) with long text fields everywhere: the record, and the
     dead letter that would carry it base64-encoded again, stay under the default 1 MB."""
     long = "x" * 8192
-    msg = _result(os.urandom(cap), url="http://site.test/" + long, error=long[:300], etag=long, last_modified=long,
+    url = "http://site.test/" + "x" * (MAX_URL_CHARS - len("http://site.test/"))  # the longest URL a message may carry
+    msg = _result(os.urandom(cap), url=url, error=long[:300], etag=long, last_modified=long,
                   x_robots_tag=long, content_type="text/html; " + long)
     raw = msg.model_dump_json().encode()
-    assert len(raw) < cap * 4 / 3 + 60_000
-    assert len(raw) < 0.6 * KAFKA_MAX_MESSAGE
+    assert len(raw) < cap * 4 / 3 + 60_000 + MAX_URL_CHARS
+    assert len(raw) < 0.7 * KAFKA_MAX_MESSAGE  # with an 80 KiB URL
     assert FetchResult.model_validate_json(raw) == msg
-    dead = DeadLetter(service="parser", source_topic="streamcrawl.fetch_results", partition=7, offset=1 << 40,
-                      key="site.test", payload_b64=base64.b64encode(raw).decode(), reason="r" * 1000,
-                      error_type="BadGzipFile")
-    assert len(dead.model_dump_json().encode()) < 0.8 * KAFKA_MAX_MESSAGE
+    # its dead letter carries at most DEAD_LETTER_PAYLOAD_BYTES of it (the run loop's rule)
+    rec = Record("streamcrawl.fetch_results", 7, 1 << 40, "site.test", raw)
+    dead = dead_letter("parser", rec, "r" * 1000, OSError("BadGzipFile")).value
+    assert len(dead.model_dump_json().encode()) < 0.2 * KAFKA_MAX_MESSAGE

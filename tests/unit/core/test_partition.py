@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from streamcrawl_core.partition import host_key, murmur2, partition_for
+from streamcrawl_core.partition import host_key, key_mismatch, murmur2, partition_for
 
 # org.apache.kafka.common.utils.UtilsTest#testMurmur2 (signed Java ints)
 JAVA_VECTORS = {
@@ -132,3 +132,15 @@ def test_host_buckets_spread_each_partition_evenly() -> None:
     assert set(counts) == set(range(HOST_BUCKETS))  # bucket is independent of the partition
     assert max(counts.values()) < 3 * len(in_part) / HOST_BUCKETS
     assert host_bucket("a.test") == host_bucket("a.test") and 0 <= host_bucket("a.test", 7) < 7
+
+
+def test_key_mismatch_names_what_is_wrong_with_a_host_keyed_record() -> None:
+    host = "a.example"
+    right = partition_for(host, 8)
+    assert key_mismatch(host, right, host, 8) is None
+    assert key_mismatch(host, right + 1, host, None) is None  # partition count unknown: the key alone
+    assert "no key" in (key_mismatch(None, right, host, 8) or "")
+    assert "is not the payload's host" in (key_mismatch("b.example", partition_for("b.example", 8), host, 8) or "")
+    wrong = (right + 1) % 8
+    assert f"is on partition {right} of 8" in (key_mismatch(host, wrong, host, 8) or "")
+    assert len(key_mismatch("k" * 100_000, 0, "h" * 100_000, 8) or "") < 600  # a huge key is not echoed whole

@@ -130,3 +130,24 @@ def test_idle_loop_keeps_its_polls_short_while_the_readiness_probes_run() -> Non
     assert readiness.engines == {"engine": "ok"}
     assert time.monotonic() - t0 < 2.0  # the probe (and the stop after it) took a few short polls
     assert min(c.waits) <= 0.05 and not readiness.probing
+
+
+def test_an_assignment_the_handler_fails_with_an_outage_is_retried_until_applied() -> None:
+    from streamcrawl_runtime.ports.errors import TransientError
+
+    class Flaky(Timed):
+        def __init__(self) -> None:
+            super().__init__(every_s=None)
+            self.assigns: list[list[int]] = []
+
+        async def on_assign(self, partitions: list[int]) -> None:
+            self.assigns.append(partitions)
+            if len(self.assigns) < 3:
+                raise TransientError("cassandra away")
+
+    h = Flaky()
+    loop = RunLoop(LoopConfig(service="t", group_id="g", subscriptions={"t": SeedMessage}, bootstrap="127.0.0.1:1",
+                              transient_backoff_s=0.01), h, producer=NoProducer())  # type: ignore[arg-type]
+    loop.consumer.close()
+    asyncio.run(loop._until_applied("assign", h.on_assign, [0, 1]))
+    assert h.assigns == [[0, 1]] * 3

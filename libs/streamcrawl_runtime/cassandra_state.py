@@ -181,6 +181,9 @@ class CassandraCrawlState:
     async def queue_unindex(self, part: int, host: str) -> None:
         await self._w.write([(self._i_del, (part, host_bucket(host), host))])
 
+    async def queue_index_host(self, part: int, host: str) -> None:
+        await self._w.write([(self._i_put, (part, host_bucket(host), host))])
+
     # ---------------------------------------------------------------- host_state
     async def host_get(self, host: str) -> HostState | None:
         rows = await self._exec(self._h_get, (host,))

@@ -42,7 +42,7 @@ class FrontierDispatch(FrontierResults):
         if self.paused is None:
             return now  # nothing is leased before the first read of the pauses
         due = min(self._overrides_at + self.overrides_refresh_s, self._pauses_at + self.pauses_refresh_s,
-                  self._summary_at + self.summary_every_s)
+                  self._summary_at + self.summary_every_s, self._sweep_at + self.index_sweep_s)
         lease = self.leases.next_time()
         if lease is not None:
             due = min(due, lease)
@@ -60,8 +60,10 @@ class FrontierDispatch(FrontierResults):
         await self.refresh_pauses(now)
         await self._expire(now)
         await self.publish_summaries(now)
+        self.maybe_sweep(now)
         if len(self.windows) < self.max_hosts and any(not s.done for s in self.scans.values()):
-            await self.load_hosts(now)  # cold hosts of the owned partitions, while there is room
+            # cold hosts of the owned partitions, while there is room (and the sweep's pages)
+            await self.load_hosts(now, pages=self.pages_per_tick)
         picked: list[Picked] = []
         parked: list[tuple[Frontier, FrontierItem]] = []
         queued = 0
@@ -82,6 +84,7 @@ class FrontierDispatch(FrontierResults):
                     gone = self.meta.pop(item.url, None)
                     fp = gone.url_fp if gone is not None else url_fingerprint(item.url)
                     await self.state.queue_delete(part, item.host, gone.priority if gone else None, fp)
+                    await self.settle_host(fr, part, item.host)  # that may have been the host's last URL
                     continue
                 if self.paused and item.host in self.paused:
                     parked.append((fr, item))  # no lease; leased in the core until the loop ends
@@ -167,12 +170,19 @@ class FrontierDispatch(FrontierResults):
                 continue
             self.leases.end(host, lease.lease_id)
             EXPIRED.inc()
+            restored = self.restored.get(host)
+            if restored is not None and restored[0] == lease.lease_id:
+                del self.restored[host]  # a rebuilt host's stand-in lease: no result will replace it now
             fr = self.frontiers.get(lease.part)
             if isinstance(decision, Hold) and fr is not None:
                 # Still no result after the longest request: the fetcher died or hangs. The host may have
                 # been busy with us since the start: it waits the 10x delay of that.
                 await self.hold(fr, host, lease.url, now, decision.fetch_s)
-                continue
+            else:
+                if fr is not None:
+                    fr.release(host, lease.url, now)
+                await self.state.host_put_lease(host, None, None, None)
             if fr is not None:
-                fr.release(host, lease.url, now)
-            await self.state.host_put_lease(host, None, None, None)
+                # A rebuilt host whose leased URL was finished already has nothing left: it leaves memory
+                # and the index (else its index row would outlive it and the crawl never read as drained).
+                await self.settle_host(fr, lease.part, host)

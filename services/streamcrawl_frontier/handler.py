@@ -82,7 +82,11 @@ class FrontierHandler(FrontierDispatch):
             window = await self.load_host(fr, msg.host, now)
             if fr.is_known(msg.url):
                 return  # its durable row was in the queue head just read
-        await self.state.queue_put(item, index_host=not window.indexed)
+        window.pending += 1  # not idle while the write runs: the index sweep must not drop the host meanwhile
+        try:
+            await self.state.queue_put(item, index_host=not window.indexed)
+        finally:
+            window.pending -= 1
         window.indexed = True
         if self.keep_in_memory(fr, msg.host, window, item.key) and fr.add(
                 msg.url, msg.host, msg.priority, msg.not_before, msg.kind, enqueued_at=now):

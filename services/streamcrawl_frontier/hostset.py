@@ -9,7 +9,8 @@ may have queued URLs beyond the window.
 
 The host index of a partition is read bucket by bucket, page by page, loading hosts while there is room.
 A scan that completes with every host loaded is done; one that had to stop for room, or during which a
-host went back to Cassandra (cold), starts over.
+host went back to Cassandra (cold), starts over. A done scan is restarted now and then (the frontier's
+index sweep), so rows that a crash left behind for hosts with nothing queued are found and dropped.
 """
 
 from __future__ import annotations
@@ -19,12 +20,15 @@ from streamcrawl_runtime.ports.state import QueueKey
 
 
 class HostWindow:
-    __slots__ = ("after", "indexed", "tail")
+    __slots__ = ("after", "indexed", "pending", "tail")
 
     def __init__(self, indexed: bool = False) -> None:
         self.after: QueueKey | None = None  # the last row read from the durable queue (None: none yet)
         self.tail = False  # the durable queue may hold URLs beyond what memory holds
         self.indexed = indexed  # the host's row in its partition's index is known to exist
+        # Work under way for the host that memory does not show yet (its load, a new URL's queue write):
+        # while it runs the host is not idle, whatever its queue in memory says.
+        self.pending = 0
 
 
 class HostScan:
@@ -54,6 +58,11 @@ class HostScan:
     def skipped(self) -> None:
         """The scan stopped for lack of room: the hosts after this point are still cold."""
         self.dirty = True
+
+    def restart(self) -> None:
+        """Read the index again from its start (the periodic sweep: rows a crash left behind)."""
+        self.done, self.dirty = False, False
+        self.bucket, self.after = 0, None
 
     def went_cold(self) -> None:
         """A host of the partition is (again) in the index but not in memory."""

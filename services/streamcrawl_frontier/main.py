@@ -19,7 +19,8 @@ def build(settings: FrontierSettings) -> Wiring:
                               dispatch_per_tick=settings.dispatch_per_tick, max_leases=settings.max_leases,
                               lookahead_s=settings.lookahead_s, margin_s=settings.politeness_margin_s,
                               partitions=settings.stack.partitions, max_hosts=settings.max_hosts,
-                              host_window=settings.host_window, load_per_tick=settings.load_per_tick)
+                              host_window=settings.host_window, load_per_tick=settings.load_per_tick,
+                              index_sweep_s=settings.index_sweep_s, pages_per_tick=settings.index_pages_per_tick)
     return Wiring(handler, {SEEDS.name: SeedMessage, URLS.name: UrlMessage, FETCH_RESULTS.name: FetchResult},
                   loop={"max_in_flight": 1000, "resume_below": 500, "tick_interval_s": 0.05},
                   checks={"cassandra": cassandra_check(state.s)})

@@ -31,3 +31,8 @@ class FrontierSettings(ServiceSettings):
     host_window: int = Field(default=8, ge=1)
     #: Hosts loaded from the owned partitions' indexes per tick, while there is room.
     load_per_tick: int = Field(default=500, ge=1)
+    #: Host-index pages read per tick (each owned partition's index is HOST_BUCKETS buckets, one read each
+    #: at least), and how often each owned partition's index is read again to drop rows of hosts with
+    #: nothing queued that a crash left behind.
+    index_pages_per_tick: int = Field(default=64, ge=1)
+    index_sweep_s: float = Field(default=300.0, gt=0)

@@ -58,8 +58,8 @@ class FrontierShards:
                  discovery_share: float = 0.3, dispatch_per_tick: int = 500,
                  partitions: int = DEFAULT_PARTITIONS, max_leases: int = 1000, lookahead_s: float = 0.3,
                  margin_s: float = 0.01, max_request_s: float = 130.0, max_hosts: int = 50_000,
-                 host_window: int = 8, load_per_tick: int = 500,
-                 clock: Callable[[], float] = time.time) -> None:
+                 host_window: int = 8, load_per_tick: int = 500, index_sweep_s: float = 300.0,
+                 pages_per_tick: int = 64, clock: Callable[[], float] = time.time) -> None:
         self.state = state
         self.clock = clock  # wall-clock epoch seconds: results' ended_at and fetchers' not_before share it
         self.politeness = politeness
@@ -79,6 +79,14 @@ class FrontierShards:
         self.max_hosts = max_hosts
         self.host_window = host_window
         self.load_per_tick = load_per_tick
+        # Index pages read per tick (an empty bucket is one read too: a pass over one partition is at least
+        # HOST_BUCKETS reads), so that a sweep spreads over ticks instead of holding one up.
+        self.pages_per_tick = pages_per_tick
+        # Every index_sweep_s each owned partition's index is read again: rows of hosts with nothing queued
+        # (left behind by a crash between a host's last finish and its unindex, or by an expired lease of
+        # a rebuilt host) are dropped, so the index counts only hosts with queued URLs.
+        self.index_sweep_s = index_sweep_s
+        self._sweep_at = clock()
         self.fconfig = FrontierConfig(discovery_share=discovery_share, politeness=politeness)
         self.frontiers: dict[int, Frontier] = {}
         self.meta: dict[str, UrlMeta] = {}
@@ -147,6 +155,14 @@ class FrontierShards:
         """Bring a host into memory: its timer, back-off and Crawl-delay from host_state (a live lease keeps
         the host blocked: its fetch may still be running somewhere), and the head of its durable queue."""
         window = self.windows[host] = HostWindow(indexed=indexed)
+        window.pending += 1
+        try:
+            await self._load(fr, host, window, now)
+        finally:
+            window.pending -= 1
+        return window
+
+    async def _load(self, fr: Frontier, host: str, window: HostWindow, now: float) -> None:
         hs = await self.state.host_get(host)
         if hs is not None:
             if hs.crawl_delay_s is not None or host in self.overrides:
@@ -163,7 +179,6 @@ class FrontierShards:
             if blocked_until > 0 or hs.backoff_level:
                 fr.restore_host(host, blocked_until, hs.backoff_level)
         await self.refill(fr, host, window)
-        return window
 
     async def refill(self, fr: Frontier, host: str, window: HostWindow) -> int:
         """Read the next URLs of the host's durable queue into memory (after those read before); returns
@@ -204,10 +219,7 @@ class FrontierShards:
         durable tail, or, when other hosts wait for room, goes back to Cassandra (cold) to let them in; a
         host with nothing queued at all leaves memory and its partition's index."""
         window = self.windows.get(host)
-        if window is None or fr.queued_for(host) or host in self.leases or host in self.restored:
-            return
-        snap = fr.host_snapshot(host)
-        if snap is not None and snap.in_flight:
+        if window is None or not self.is_idle(fr, host, window):
             return
         if window.tail:
             if self.cold_waiting(part) and len(self.windows) >= self.max_hosts:
@@ -217,8 +229,31 @@ class FrontierShards:
             if await self.refill(fr, host, window):
                 return
         if not window.tail:  # nothing queued for it any more
-            await self.state.queue_unindex(part, host)
+            await self.unindex(fr, part, host, window)
+            return
         self.evict(fr, host)
+
+    def is_idle(self, fr: Frontier, host: str, window: HostWindow) -> bool:
+        """Nothing of the host in memory: no URL queued, no lease (live or restored), no request in flight,
+        no load or queue write under way."""
+        if window.pending or fr.queued_for(host) or host in self.leases or host in self.restored:
+            return False
+        snap = fr.host_snapshot(host)
+        return snap is None or not snap.in_flight
+
+    async def unindex(self, fr: Frontier, part: int, host: str, window: HostWindow) -> None:
+        """Drop an idle host with no durable tail from its partition's index and from memory. A URL that
+        arrives while the delete is in flight writes the row again itself (the window no longer says
+        indexed); one whose write was already under way is covered by writing the row again after the
+        delete, so the index never loses a host with queued URLs."""
+        window.indexed = False
+        await self.state.queue_unindex(part, host)
+        if self.windows.get(host) is window and not self.is_idle(fr, host, window):
+            await self.state.queue_index_host(part, host)
+            window.indexed = True
+            return
+        if self.windows.get(host) is window:
+            self.evict(fr, host)
 
     def cold_waiting(self, part: int) -> bool:
         scan = self.scans.get(part)
@@ -232,8 +267,21 @@ class FrontierShards:
         self.crawl_delays.pop(host, None)
         return True
 
-    async def load_hosts(self, now: float, budget: int | None = None, parts: list[int] | None = None) -> int:
-        """Load hosts from the owned partitions' indexes while there is room (at most ``budget`` of them)."""
+    def maybe_sweep(self, now: float) -> bool:
+        """Every index_sweep_s: restart each owned partition's done index scan (see __init__)."""
+        if now - self._sweep_at < self.index_sweep_s:
+            return False
+        self._sweep_at = now
+        for scan in self.scans.values():
+            if scan.done:
+                scan.restart()
+        return True
+
+    async def load_hosts(self, now: float, budget: int | None = None, parts: list[int] | None = None,
+                         pages: int | None = None) -> int:
+        """Load hosts from the owned partitions' indexes while there is room (at most ``budget`` of them,
+        reading at most ``pages`` index pages; None: no page limit). An indexed host already in memory with
+        nothing of it left is dropped from the index."""
         budget = self.load_per_tick if budget is None else budget
         loaded = 0
         for part in list(parts if parts is not None else self.scans):
@@ -243,18 +291,25 @@ class FrontierShards:
                 if room <= 0:
                     scan.skipped()
                     return loaded
+                if pages is not None:
+                    if pages <= 0:
+                        return loaded
+                    pages -= 1
                 page = min(room, 500)
                 hosts = await self.state.queue_hosts(part, scan.bucket, scan.after, page)
                 scan.advance(hosts, full=len(hosts) == page)
+                for host in hosts:
+                    window = self.windows.get(host)
+                    if window is not None and not window.tail and self.is_idle(fr, host, window):
+                        await self.unindex(fr, part, host, window)  # a row a crash or an expiry left behind
                 new = [h for h in hosts if h not in self.windows]
                 # The hosts of a page load together: statements in flight at once cost less client CPU than
                 # the same statements awaited one by one (docs/benchmarks-cql.md).
                 windows = await asyncio.gather(*(self.load_host(fr, h, now, indexed=True) for h in new))
                 loaded += len(new)
                 for host, window in zip(new, windows, strict=True):
-                    if not window.tail and not fr.queued_for(host) and host not in self.leases:
-                        await self.state.queue_unindex(part, host)  # an index row a crash left behind
-                        self.evict(fr, host)
+                    if self.windows.get(host) is window and not window.tail and self.is_idle(fr, host, window):
+                        await self.unindex(fr, part, host, window)  # an index row a crash left behind
         return loaded
 
     # ------------------------------------------------------------------ per-host parameters

@@ -128,6 +128,10 @@ class MemoryCrawlState:
         self.calls.append(("queue_unindex", host))
         self.queue_index.discard((part, host_bucket(host), host))
 
+    async def queue_index_host(self, part: int, host: str) -> None:
+        self.calls.append(("queue_index_host", host))
+        self.queue_index.add((part, host_bucket(host), host))
+
     def queue_of(self, part: int) -> list[QueuedUrl]:
         """Every queued URL of a partition (a test helper: the frontier never reads a whole partition)."""
         return [q for (p, _, _), q in self.queue.items() if p == part]

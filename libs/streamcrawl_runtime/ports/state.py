@@ -168,6 +168,8 @@ class FrontierState(HostReader, UrlReader, OverridesReader, LeaseReader, PausesR
         """One page of the hosts in partition ``part``'s index bucket, in order, after ``after``."""
     async def queue_unindex(self, part: int, host: str) -> None:
         """The host has nothing queued any more: drop its row from the partition's index."""
+    async def queue_index_host(self, part: int, host: str) -> None:
+        """(Re)write the host's row in the partition's index (idempotent)."""
     async def host_put_politeness(self, host: str, next_allowed_at: float, backoff_level: int,
                                   last_fetch_ms: float | None, crawl_delay_s: float | None) -> None:
         """Record the host's timer after a fetch and end its lease."""

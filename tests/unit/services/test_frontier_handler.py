@@ -821,7 +821,7 @@ def test_tick_due_follows_the_next_host_timer_not_a_fixed_period(clock: Clock) -
     rig.tick(T0)  # reads the overrides and pauses, writes the summaries: the next is the soonest of those
     assert rig.h.tick_due(T0) == T0 + min(rig.h.pauses_refresh_s, rig.h.summary_every_s, 30.0) == T0 + 5.0
     # out of the way of the lease below
-    rig.h.overrides_refresh_s = rig.h.pauses_refresh_s = rig.h.summary_every_s = 1000.0
+    rig.h.overrides_refresh_s = rig.h.pauses_refresh_s = rig.h.summary_every_s = rig.h.index_sweep_s = 1000.0
     rig.url("http://a.test/1")
     rig.url("http://a.test/2")
     assert rig.h.tick_due(T0) <= T0

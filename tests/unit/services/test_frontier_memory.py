@@ -163,3 +163,90 @@ def test_a_restored_lease_that_already_expired_is_settled_by_the_next_tick() -> 
     assert state.hosts["a.test"].lease_id is None
     rig.t += 1.0
     assert [o.value.url for o in asyncio.run(rig.h.tick(rig.t))] == ["http://a.test/1"]  # type: ignore[attr-defined]
+
+
+def _index_of(state: MemoryCrawlState) -> set[str]:
+    return {h for _, _, h in state.queue_index}
+
+
+def test_a_rebuilt_host_whose_leased_url_was_finished_leaves_the_index_when_its_lease_expires() -> None:
+    # The crash came after the URL's finish and before its result's politeness write: the index row and
+    # the lease are left, the queue row is not. No result will ever come for the lease.
+    state = MemoryCrawlState()
+    _queued(state, "http://a.test/1")
+    state.queue.clear()
+    state.hosts["a.test"] = HostState("a.test", lease_id="L0", lease_url="http://a.test/1", lease_expires_at=T0 + 30)
+    rig = Rig(state)
+    assert "a.test" in rig.h.windows and "a.test" in rig.h.restored  # blocked until the lease expires
+    rig.t += 31.0
+    assert asyncio.run(rig.h.tick(rig.t)) == []
+    assert _index_of(state) == set() and rig.h.windows == {} and rig.h.restored == {}
+
+
+def test_a_replayed_copy_skipped_at_dispatch_takes_its_host_out_of_the_index() -> None:
+    # Rebuilt with its URL still queued and a live lease for it; the lease's result (replayed) finishes
+    # the URL, so the queued copy is cancelled. Once that copy is skipped the host has nothing left.
+    state = MemoryCrawlState()
+    _queued(state, "http://a.test/1")
+    state.hosts["a.test"] = HostState("a.test", lease_id="L0", lease_url="http://a.test/1", lease_expires_at=T0 + 30)
+    rig = Rig(state)
+    res = FetchResult(url="http://a.test/1", host="a.test", url_fp=url_fingerprint("http://a.test/1"), lease_id="L0",
+                      outcome="fetched", status=200, started_at=T0 - 1, fetch_s=0.01, ended_at=T0 - 0.9)
+    asyncio.run(rig.h.handle(Record("results", partition_for("a.test", P), 0, "a.test", b""), res))
+    assert "http://a.test/1" in rig.h.cancelled
+    for _ in range(6):
+        rig.t += 0.5
+        assert asyncio.run(rig.h.tick(rig.t)) == []  # the copy is not fetched again
+    assert state.queue == {} and _index_of(state) == set() and rig.h.windows == {}
+
+
+def test_the_index_sweep_drops_rows_left_behind_for_hosts_with_nothing_queued() -> None:
+    rig = Rig(index_sweep_s=300.0)
+    rig.url("http://a.test/1")
+    rig.crawl()
+    assert _index_of(rig.state) == set()
+    part = partition_for("b.test", P)
+    asyncio.run(rig.state.queue_index_host(part, "b.test"))  # a row some crash left, after the gain scan
+    rig.t += 10.0
+    asyncio.run(rig.h.tick(rig.t))
+    assert _index_of(rig.state) == {"b.test"}  # not read again before the sweep is due
+    rig.t += 300.0
+    assert rig.h.tick_due(rig.t) <= rig.t  # an idle frontier wakes for the sweep
+    ticks = 0
+    while rig.h.tick_due(rig.t) <= rig.t and ticks < 50:
+        asyncio.run(rig.h.tick(rig.t))
+        ticks += 1
+    # 8 partitions × 64 buckets, at most 64 index pages per tick: the pass is spread over 8 ticks
+    assert ticks == 8 and _index_of(rig.state) == set()
+    assert rig.h.windows == {}
+
+
+def test_a_host_whose_new_url_is_being_written_keeps_its_index_row() -> None:
+    # A rebuilt host with nothing queued waits for its restored lease; a new URL's queue write (which does
+    # not write the index row: the host is indexed) is in flight when the lease expires. The host must keep
+    # its index row, or a crash would leave its queued URL out of the index.
+    state = MemoryCrawlState()
+    _queued(state, "http://a.test/1")
+    state.queue.clear()
+    state.hosts["a.test"] = HostState("a.test", lease_id="L0", lease_url="http://a.test/1", lease_expires_at=T0 + 30)
+    rig = Rig(state)
+    real_put = state.queue_put
+    gate = asyncio.Event()
+
+    async def slow_put(item: QueuedUrl, index_host: bool = True) -> None:
+        await gate.wait()
+        await real_put(item, index_host)
+
+    async def run() -> None:
+        state.queue_put = slow_put  # type: ignore[method-assign]
+        msg = UrlMessage(url="http://a.test/2", host="a.test", url_fp=url_fingerprint("http://a.test/2"))
+        enqueue = asyncio.create_task(rig.h.handle(Record("urls", partition_for("a.test", P), 0, "a.test", b""), msg))
+        await asyncio.sleep(0)
+        rig.t += 31.0
+        await rig.h.tick(rig.t)  # the lease expires while the write runs
+        assert _index_of(state) == {"a.test"} and "a.test" in rig.h.windows
+        gate.set()
+        await enqueue
+    asyncio.run(run())
+    assert _index_of(state) == {"a.test"} and rig.h.stats()["queued"] == 1
+    assert [r.url for r in state.queue.values()] == ["http://a.test/2"]

@@ -122,6 +122,10 @@ class SyntheticQueues:
         self.index[self.host_id(host)] = False
         self.writes += 1
 
+    async def queue_index_host(self, part: int, host: str) -> None:
+        self.index[self.host_id(host)] = True
+        self.writes += 1
+
     async def host_get(self, host: str) -> HostState | None:
         self.reads += 1
         return None

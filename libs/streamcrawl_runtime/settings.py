@@ -83,10 +83,14 @@ class PolitenessSettings(BaseSettings):
     delay_factor: float = Field(default=10.0, ge=0)
     #: A robots.txt Crawl-delay above this is capped (a hostile or mistaken value must not stall a host).
     crawl_delay_cap_s: float = Field(default=30.0, ge=0)
+    #: Back-off after consecutive 429/5xx answers or network errors: base × 2^(level-1), at most the cap.
+    backoff_base_s: float = Field(default=5.0, gt=0)
+    backoff_cap_s: float = Field(default=3600.0, gt=0)
 
     def config(self) -> PolitenessConfig:
         return PolitenessConfig(min_delay_s=self.min_delay_s, delay_factor=self.delay_factor,
-                                crawl_delay_cap_s=self.crawl_delay_cap_s)
+                                crawl_delay_cap_s=self.crawl_delay_cap_s, backoff_base_s=self.backoff_base_s,
+                                backoff_cap_s=self.backoff_cap_s)
 
 
 class ServiceSettings(BaseSettings):

@@ -10,6 +10,7 @@ import random
 
 import pytest
 from streamcrawl_core.neardup import index_keys, signed64
+from streamcrawl_core.partition import host_bucket
 from streamcrawl_runtime.cassandra_state import CassandraCrawlState
 from streamcrawl_runtime.ports.state import DueRow, HostState, QueuedUrl, UrlState
 
@@ -149,3 +150,27 @@ def test_started_and_fetched_lease_marks_read_back_with_the_lease(crawl_cql, uni
     started = 1_700_000_050.123  # a Cassandra timestamp keeps milliseconds
     assert asyncio.run(scenario()) == [(None, None, None, None), ("L1", None, "L1", started),
                                        ("L1", "L1", "L1", started), (None, "L1", "L1", started)]
+
+
+def test_a_host_index_row_is_dropped_and_written_again(crawl_cql, unique):
+    """frontier_hosts: queue_unindex deletes the row, queue_index_host writes it back (the frontier's
+    repair when a new URL raced the delete), and a page of the bucket reads what is there."""
+    state = CassandraCrawlState(crawl_cql)
+    host = f"index-{unique}.test"
+    bucket = host_bucket(host)
+
+    async def page() -> list[str]:
+        return [h for h in await state.queue_hosts(5, bucket, None, 10_000) if h == host]
+
+    async def scenario() -> list[list[str]]:
+        seen = []
+        await state.queue_index_host(5, host)
+        seen.append(await page())
+        await state.queue_unindex(5, host)
+        seen.append(await page())
+        await state.queue_index_host(5, host)
+        seen.append(await page())
+        await state.queue_unindex(5, host)
+        return seen
+
+    assert asyncio.run(scenario()) == [[host], [], [host]]

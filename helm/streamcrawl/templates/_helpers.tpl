@@ -73,6 +73,8 @@ STREAMCRAWL_PARTITIONS: {{ .Values.partitions | quote }}
 STREAMCRAWL_MIN_DELAY_S: {{ .Values.politeness.minDelayS | quote }}
 STREAMCRAWL_DELAY_FACTOR: {{ .Values.politeness.delayFactor | quote }}
 STREAMCRAWL_CRAWL_DELAY_CAP_S: {{ .Values.politeness.crawlDelayCapS | quote }}
+STREAMCRAWL_BACKOFF_BASE_S: {{ .Values.politeness.backoffBaseS | quote }}
+STREAMCRAWL_BACKOFF_CAP_S: {{ .Values.politeness.backoffCapS | quote }}
 {{- end -}}
 
 {{/* S3 credentials as env entries, from the Secret named by (dict "root" $ "secret" NAME). */}}

@@ -34,7 +34,7 @@ help:
 	@echo "make bench-crawl    whole crawl vs Scrapy: 2,000 hosts (CPU-bound), 10 deep and 100 small hosts (politeness-bound)"
 	@echo "make bench-idle     what the five services cost with nothing to fetch"
 	@echo "make bench-scale    1, 2 and 3 instances of every service on 2,000 hosts: pages/s, CPU-ms per page"
-	@echo "make bench-memory   frontier memory at 10M queued URLs / 1M hosts; near-dup index rows per query"
+	@echo "make bench-memory   frontier memory at 10M queued URLs / 1M hosts; near-dup rows per query; Bloom sizes"
 	@echo "make screenshot     retake docs/dashboard.png from the dashboard test's live crawl"
 
 # The venv's own installers, pinned: `python -m venv` seeds whatever pip and setuptools the interpreter
@@ -162,16 +162,17 @@ bench-core: venv
 	$(VPY) bench/core_a.py
 	$(VPY) bench/core_b.py
 
-# 1, 2 and 3 instances of every service on the 2,000-host web: pages/s and CPU-ms per page (docs/benchmarks-scale.md).
+# 1, 2 and 3 instances of every service on the 2,000-host web: pages/s and CPU-ms per page (docs/benchmarks-scale-instances.md).
 # Resets the crawl on the local stack and uses ports 8480/8553, like bench-crawl.
 bench-scale: stack-up
-	$(VPY) bench/scale_bench.py --hosts 2000 --duration 240 --instances 1 2 3 --out docs/benchmarks-scale.md
+	$(VPY) bench/scale_bench.py --hosts 2000 --duration 240 --instances 1 2 3 --out docs/benchmarks-scale-instances.md
 
 # The frontier's memory with 10M queued URLs over 1M hosts, and the near-duplicate index's rows per query at
 # 10^6 and 10^7 fingerprints (docs/benchmarks-scale.md); no stack needed.
 bench-memory: venv
 	$(VPY) bench/frontier_memory.py --hosts 1000000 --per-host 10 --fetches 200000
 	$(VPY) bench/neardup_rows.py --sizes 1000000 10000000
+	$(VPY) bench/bloom_sizing.py --partitions 64
 
 # Whole crawl vs Scrapy on 2,000 synthetic hosts (docs/benchmarks-crawl.md). Resets the crawl's topics,
 # tables and bucket on the local stack, and uses ports 8480/8553: run it when no other crawl uses them.

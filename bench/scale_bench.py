@@ -1,7 +1,7 @@
 """Scale benchmark (``make bench-scale``): the same crawl with 1, 2 and 3 instances of every service.
 
     .venv/bin/python bench/scale_bench.py --hosts 2000 --duration 240 --instances 1 2 3 \\
-        --out docs/benchmarks-scale.md
+        --out docs/benchmarks-scale-instances.md
 
 Each run gets a fresh synthetic web (same hosts, seed and ports) and a fresh crawl on the local stack
 (``streamcrawl_launcher.crawl.Crawl`` with ``instances=N``: N processes of each service, one consumer group
@@ -98,7 +98,7 @@ def render(runs: dict[int, list[ScaleRun]], args: argparse.Namespace) -> str:
     lines = ["# Scale benchmark: 1, 2 and 3 instances per service", "",
              f"Re-run: `make bench-scale` (= `.venv/bin/python bench/scale_bench.py --hosts {args.hosts} "
              f"--duration {args.duration:.0f} --instances {' '.join(map(str, ns))} --repeats {args.repeats} "
-             f"--out docs/benchmarks-scale.md`). What is measured and how: the docstring of "
+             f"--out docs/benchmarks-scale-instances.md`). What is measured and how: the docstring of "
              "`bench/scale_bench.py`.", "",
              f"Machine: {info.get('cores', '?')} cores, {info.get('cpu', '?')}; the engines (Kafka, Cassandra, "
              "versitygw) on the same cores. Synthetic web: "

@@ -12,6 +12,7 @@ politeness delay (reported; bounded: a graceful handover must not wait for a lea
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from pathlib import Path
@@ -46,7 +47,7 @@ def _wait_fetched(crawl: Crawl, n: int, timeout_s: float = 300.0) -> None:
 
 def run_scaled_crawl(workdir: Path) -> tuple[Crawl, list[LogEntry], dict[str, float]]:
     crawl = Crawl(CrawlOptions(workdir=workdir, hosts=HOSTS, web_seed=WEB_SEED, extra_env=SCALE_ENV,
-                               log_level="WARNING",
+                               log_level=os.environ.get("SCALE_LOG_LEVEL", "WARNING"),
                                synthweb_args=["--profile", "fast", "--robots-timeout", "10"],
                                service_instances={"frontier": 1, "fetcher": 1, "parser": 3, "dedup": 3,
                                                   "recrawl": 2}))

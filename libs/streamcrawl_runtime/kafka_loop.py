@@ -40,6 +40,7 @@ import signal
 import time
 from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
@@ -156,6 +157,9 @@ class RunLoop:
         self.output = LoopOutput(self.producer, config.service)
         self._produce = self.output.produce
         self._partition_counts: dict[str, int] = {}  # topic → partitions, for the key check
+        # Blocking consumer calls made from inside a rebalance callback run on this thread instead (see
+        # _in_side_thread).
+        self._side = ThreadPoolExecutor(1, thread_name_prefix=f"{config.service}-kafka-side")
         # Topics whose key is the host: the archive topic's records name a host but are keyed by exchange
         # id. A topic outside the registry (a test's) is checked whenever its payload names a host.
         self._host_keyed = {t: _host_keyed(t) for t in config.subscriptions}
@@ -239,6 +243,7 @@ class RunLoop:
             self.readiness.running = False
             self._closing = True
             await asyncio.to_thread(self.consumer.close)
+            self._side.shutdown(wait=False)
 
     async def kafka_check(self) -> None:
         """A readiness probe: the broker answers a metadata request (in a worker thread: it blocks)."""
@@ -297,6 +302,16 @@ class RunLoop:
             await asyncio.sleep(min(self.cfg.transient_backoff_s * 2 ** attempts, self.cfg.transient_backoff_max_s))
             attempts = min(attempts + 1, 5)
 
+    def _in_side_thread(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a blocking client call from a rebalance callback on another thread, and wait for it.
+
+        confluent-kafka keeps one call state per client and thread: a blocking call (commit, committed,
+        list_topics, get_watermark_offsets) made inside a callback that the same thread's consume() runs
+        ends by clearing the state consume() set, and the next callback of that consume() then aborts the
+        process (``CallState_get: Assertion `cs != NULL' failed``: seen when a parser and a recrawl
+        scheduler joined a group during the scale e2e test). On another thread the call has its own."""
+        return self._side.submit(call, *args, **kwargs).result()
+
     def _note_partition_counts(self, consumer: Consumer, topics: set[str]) -> None:
         """Each assigned topic's partition count, so that a host-keyed record on another partition than its
         host's can be told apart. A failed lookup keeps the previous count (or none: key check only)."""
@@ -304,7 +319,7 @@ class RunLoop:
             if topic in self._partition_counts:
                 continue  # a topic's partition count does not shrink, and the loop does not follow growth
             try:
-                meta = consumer.list_topics(topic, timeout=5.0).topics.get(topic)
+                meta = self._in_side_thread(consumer.list_topics, topic, timeout=5.0).topics.get(topic)
             except Exception as exc:
                 log.warning("metadata lookup failed", extra={"topic": topic, "error": str(exc)[:200]})
                 continue
@@ -314,7 +329,7 @@ class RunLoop:
     def _reread(self, consumer: Consumer, tps: list[TP]) -> None:
         """Held partitions whose index is now complete: read them again from their committed offsets (a
         record may have been fetched, and skipped, while they were held) and resume them."""
-        committed = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=10.0)
+        committed = self._in_side_thread(consumer.committed, [TopicPartition(t, p) for t, p in tps], timeout=10.0)
         for tp in committed:
             consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
         consumer.resume([TopicPartition(t, p) for t, p in tps])
@@ -327,8 +342,8 @@ class RunLoop:
         mark: its records all count as maybe-replays."""
         for tp in partitions:
             try:
-                _low, high = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition),
-                                                            timeout=5.0, cached=False)
+                _low, high = self._in_side_thread(consumer.get_watermark_offsets,
+                                                  TopicPartition(tp.topic, tp.partition), timeout=5.0, cached=False)
             except Exception as exc:
                 log.warning("watermark lookup failed", extra={"topic": tp.topic, "partition": tp.partition,
                                                               "error": str(exc)[:200]})
@@ -347,7 +362,8 @@ class RunLoop:
             consumer.pause([TopicPartition(t, p) for t, p in hold])
         t0 = time.monotonic()
         commits = self._on_loop(self._release(lost, self.cfg.revoke_drain_s)) if lost else []
-        self._commit(commits)  # in the callback: the partitions are still ours until it returns
+        # In the callback (the partitions are still ours until it returns), on the side thread.
+        self._in_side_thread(self._commit, commits)
         DRAIN_SECONDS.labels(self.cfg.service).observe(time.monotonic() - t0)
         for tp in partitions:
             self._fresh_from.pop((tp.topic, tp.partition), None)

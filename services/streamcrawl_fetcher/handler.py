@@ -154,7 +154,8 @@ class FetcherHandler(StatelessHandler):
             await asyncio.gather(*writes)
         RESULTS.labels(result.outcome).inc()
         log.info("fetched", extra={"url": message.url, "outcome": result.outcome, "status": result.status,
-                                   "fetch_s": round(result.fetch_s, 3)})
+                                   "fetch_s": round(result.fetch_s, 3), "lease": message.lease_id,
+                                   "partition": record.partition, "offset": record.offset, "fresh": record.fresh})
         out = [Output(FETCH_RESULTS, message.host, result)]
         if result.outcome == "redirect" and result.redirect_to:
             out.extend(redirect_candidate(result))

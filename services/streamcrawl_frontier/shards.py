@@ -137,6 +137,8 @@ class FrontierShards:
 
     async def on_revoke(self, partitions: list[int]) -> None:
         gone = set(partitions)
+        held = sum(1 for h in self.leases if (le := self.leases.get(h)) is not None and le.part in gone)
+        log.info("partitions revoked", extra={"partitions": sorted(gone), "leases": held})
         for part in partitions:
             self.frontiers.pop(part, None)
             self.scans.pop(part, None)

@@ -40,7 +40,6 @@ import signal
 import time
 from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
@@ -157,9 +156,7 @@ class RunLoop:
         self.output = LoopOutput(self.producer, config.service)
         self._produce = self.output.produce
         self._partition_counts: dict[str, int] = {}  # topic → partitions, for the key check
-        # Blocking consumer calls made from inside a rebalance callback run on this thread instead (see
-        # _in_side_thread).
-        self._side = ThreadPoolExecutor(1, thread_name_prefix=f"{config.service}-kafka-side")
+        self._counts_pending: set[str] = set()  # assigned topics whose partition count is not known yet
         # Topics whose key is the host: the archive topic's records name a host but are keyed by exchange
         # id. A topic outside the registry (a test's) is checked whenever its payload names a host.
         self._host_keyed = {t: _host_keyed(t) for t in config.subscriptions}
@@ -213,6 +210,9 @@ class RunLoop:
                     msgs = await asyncio.to_thread(self.consumer.consume, self.cfg.poll_batch, 0.0)
                 else:
                     msgs = await asyncio.to_thread(self._poll_idle, self._idle_wait(last_commit))
+                if self._counts_pending:  # until known, records of these topics get the key check only
+                    pending, self._counts_pending = self._counts_pending, set()
+                    await asyncio.to_thread(self._note_partition_counts, self.consumer, pending)
                 for msg in msgs:
                     self._accept(msg)
                 if time.time() >= self._tick_at():
@@ -243,7 +243,6 @@ class RunLoop:
             self.readiness.running = False
             self._closing = True
             await asyncio.to_thread(self.consumer.close)
-            self._side.shutdown(wait=False)
 
     async def kafka_check(self) -> None:
         """A readiness probe: the broker answers a metadata request (in a worker thread: it blocks)."""
@@ -274,7 +273,10 @@ class RunLoop:
             consumer.pause([tp for tp in partitions if (tp.topic, tp.partition) not in self._own.held])
         if release:
             self._reread(consumer, release)
-        self._note_partition_counts(consumer, {tp.topic for tp in partitions})
+        # Looked up after the poll returns, not here: confluent-kafka keeps one call state per client and
+        # thread, and a blocking call made inside a callback clears the one consume() set, so the next
+        # callback of that consume() aborts the process (CallState_get assertion, seen in the scale e2e).
+        self._counts_pending |= {tp.topic for tp in partitions} - set(self._partition_counts)
         if self.cfg.mark_fresh:
             self._note_fresh_from(consumer, [tp for tp in partitions if tp.partition in gained]
                                   + [TopicPartition(t, p) for t, p in release])
@@ -302,16 +304,6 @@ class RunLoop:
             await asyncio.sleep(min(self.cfg.transient_backoff_s * 2 ** attempts, self.cfg.transient_backoff_max_s))
             attempts = min(attempts + 1, 5)
 
-    def _in_side_thread(self, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a blocking client call from a rebalance callback on another thread, and wait for it.
-
-        confluent-kafka keeps one call state per client and thread: a blocking call (commit, committed,
-        list_topics, get_watermark_offsets) made inside a callback that the same thread's consume() runs
-        ends by clearing the state consume() set, and the next callback of that consume() then aborts the
-        process (``CallState_get: Assertion `cs != NULL' failed``: seen when a parser and a recrawl
-        scheduler joined a group during the scale e2e test). On another thread the call has its own."""
-        return self._side.submit(call, *args, **kwargs).result()
-
     def _note_partition_counts(self, consumer: Consumer, topics: set[str]) -> None:
         """Each assigned topic's partition count, so that a host-keyed record on another partition than its
         host's can be told apart. A failed lookup keeps the previous count (or none: key check only)."""
@@ -319,7 +311,7 @@ class RunLoop:
             if topic in self._partition_counts:
                 continue  # a topic's partition count does not shrink, and the loop does not follow growth
             try:
-                meta = self._in_side_thread(consumer.list_topics, topic, timeout=5.0).topics.get(topic)
+                meta = consumer.list_topics(topic, timeout=5.0).topics.get(topic)
             except Exception as exc:
                 log.warning("metadata lookup failed", extra={"topic": topic, "error": str(exc)[:200]})
                 continue
@@ -329,7 +321,7 @@ class RunLoop:
     def _reread(self, consumer: Consumer, tps: list[TP]) -> None:
         """Held partitions whose index is now complete: read them again from their committed offsets (a
         record may have been fetched, and skipped, while they were held) and resume them."""
-        committed = self._in_side_thread(consumer.committed, [TopicPartition(t, p) for t, p in tps], timeout=10.0)
+        committed = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=10.0)
         for tp in committed:
             consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
         consumer.resume([TopicPartition(t, p) for t, p in tps])
@@ -342,8 +334,8 @@ class RunLoop:
         mark: its records all count as maybe-replays."""
         for tp in partitions:
             try:
-                _low, high = self._in_side_thread(consumer.get_watermark_offsets,
-                                                  TopicPartition(tp.topic, tp.partition), timeout=5.0, cached=False)
+                _low, high = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition),
+                                                            timeout=5.0, cached=False)
             except Exception as exc:
                 log.warning("watermark lookup failed", extra={"topic": tp.topic, "partition": tp.partition,
                                                               "error": str(exc)[:200]})
@@ -362,8 +354,7 @@ class RunLoop:
             consumer.pause([TopicPartition(t, p) for t, p in hold])
         t0 = time.monotonic()
         commits = self._on_loop(self._release(lost, self.cfg.revoke_drain_s)) if lost else []
-        # In the callback (the partitions are still ours until it returns), on the side thread.
-        self._in_side_thread(self._commit, commits)
+        self._commit(commits)  # in the callback: the partitions are still ours until it returns
         DRAIN_SECONDS.labels(self.cfg.service).observe(time.monotonic() - t0)
         for tp in partitions:
             self._fresh_from.pop((tp.topic, tp.partition), None)

@@ -67,7 +67,6 @@ class HostScan:
     def went_cold(self) -> None:
         """A host of the partition is (again) in the index but not in memory."""
         if self.done:
-            self.done = False
-            self.bucket, self.after, self.dirty = 0, None, False
+            self.restart()
         else:
             self.dirty = True

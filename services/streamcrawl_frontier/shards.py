@@ -300,18 +300,15 @@ class FrontierShards:
                 page = min(room, 500)
                 hosts = await self.state.queue_hosts(part, scan.bucket, scan.after, page)
                 scan.advance(hosts, full=len(hosts) == page)
-                for host in hosts:
-                    window = self.windows.get(host)
-                    if window is not None and not window.tail and self.is_idle(fr, host, window):
-                        await self.unindex(fr, part, host, window)  # a row a crash or an expiry left behind
                 new = [h for h in hosts if h not in self.windows]
                 # The hosts of a page load together: statements in flight at once cost less client CPU than
                 # the same statements awaited one by one (docs/benchmarks-cql.md).
-                windows = await asyncio.gather(*(self.load_host(fr, h, now, indexed=True) for h in new))
+                await asyncio.gather(*(self.load_host(fr, h, now, indexed=True) for h in new))
                 loaded += len(new)
-                for host, window in zip(new, windows, strict=True):
-                    if self.windows.get(host) is window and not window.tail and self.is_idle(fr, host, window):
-                        await self.unindex(fr, part, host, window)  # an index row a crash left behind
+                for host in hosts:  # loaded now or in memory before: a row a crash or an expiry left behind
+                    window = self.windows.get(host)
+                    if window is not None and not window.tail and self.is_idle(fr, host, window):
+                        await self.unindex(fr, part, host, window)
         return loaded
 
     # ------------------------------------------------------------------ per-host parameters

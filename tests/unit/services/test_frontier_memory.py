@@ -169,13 +169,21 @@ def _index_of(state: MemoryCrawlState) -> set[str]:
     return {h for _, _, h in state.queue_index}
 
 
+def _leased_state(finished: bool) -> MemoryCrawlState:
+    """What a crashed frontier left of a.test: its index row and a live lease L0 (until T0 + 30) for
+    http://a.test/1, whose queue row is gone if ``finished``."""
+    state = MemoryCrawlState()
+    _queued(state, "http://a.test/1")
+    if finished:
+        state.queue.clear()
+    state.hosts["a.test"] = HostState("a.test", lease_id="L0", lease_url="http://a.test/1", lease_expires_at=T0 + 30)
+    return state
+
+
 def test_a_rebuilt_host_whose_leased_url_was_finished_leaves_the_index_when_its_lease_expires() -> None:
     # The crash came after the URL's finish and before its result's politeness write: the index row and
     # the lease are left, the queue row is not. No result will ever come for the lease.
-    state = MemoryCrawlState()
-    _queued(state, "http://a.test/1")
-    state.queue.clear()
-    state.hosts["a.test"] = HostState("a.test", lease_id="L0", lease_url="http://a.test/1", lease_expires_at=T0 + 30)
+    state = _leased_state(finished=True)
     rig = Rig(state)
     assert "a.test" in rig.h.windows and "a.test" in rig.h.restored  # blocked until the lease expires
     rig.t += 31.0
@@ -186,9 +194,7 @@ def test_a_rebuilt_host_whose_leased_url_was_finished_leaves_the_index_when_its_
 def test_a_replayed_copy_skipped_at_dispatch_takes_its_host_out_of_the_index() -> None:
     # Rebuilt with its URL still queued and a live lease for it; the lease's result (replayed) finishes
     # the URL, so the queued copy is cancelled. Once that copy is skipped the host has nothing left.
-    state = MemoryCrawlState()
-    _queued(state, "http://a.test/1")
-    state.hosts["a.test"] = HostState("a.test", lease_id="L0", lease_url="http://a.test/1", lease_expires_at=T0 + 30)
+    state = _leased_state(finished=False)
     rig = Rig(state)
     res = FetchResult(url="http://a.test/1", host="a.test", url_fp=url_fingerprint("http://a.test/1"), lease_id="L0",
                       outcome="fetched", status=200, started_at=T0 - 1, fetch_s=0.01, ended_at=T0 - 0.9)
@@ -225,10 +231,7 @@ def test_a_host_whose_new_url_is_being_written_keeps_its_index_row() -> None:
     # A rebuilt host with nothing queued waits for its restored lease; a new URL's queue write (which does
     # not write the index row: the host is indexed) is in flight when the lease expires. The host must keep
     # its index row, or a crash would leave its queued URL out of the index.
-    state = MemoryCrawlState()
-    _queued(state, "http://a.test/1")
-    state.queue.clear()
-    state.hosts["a.test"] = HostState("a.test", lease_id="L0", lease_url="http://a.test/1", lease_expires_at=T0 + 30)
+    state = _leased_state(finished=True)
     rig = Rig(state)
     real_put = state.queue_put
     gate = asyncio.Event()

@@ -75,6 +75,24 @@ class S3BlobStore:
         except (S3Error, OSError) as exc:
             raise TransientError(f"s3 put {key}: {exc}") from exc
 
+    def object_size(self, key: str) -> int | None:
+        """The stored object's size in bytes, None if there is none (a HEAD: nothing is downloaded)."""
+        try:
+            return int(self.client.stat_object(self.bucket, key).size or 0)
+        except S3Error as exc:
+            if exc.code in ("NoSuchKey", "NoSuchObject", "NotFound", "ResourceNotFound"):
+                return None
+            raise TransientError(f"s3 stat {key}: {exc.code}") from exc
+        except OSError as exc:
+            raise TransientError(f"s3 stat {key}: {exc}") from exc
+
+    def delete(self, key: str) -> None:
+        """Remove an object (no error if it is not there)."""
+        try:
+            self.client.remove_object(self.bucket, key)
+        except (S3Error, OSError) as exc:
+            raise TransientError(f"s3 delete {key}: {exc}") from exc
+
     def get_bytes(self, key: str) -> bytes | None:
         try:
             resp = self.client.get_object(self.bucket, key)

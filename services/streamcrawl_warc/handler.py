@@ -6,13 +6,18 @@ the file is durable in S3 and only then returns, with the page_fetched message (
 the record's offset and length) when the record has one. So the run loop commits a record's offset only
 after its WARC file is in S3 (at-least-once), and page_fetched never names a file that is not there.
 
-A file is closed (its CDXJ index, then the file, then the partition's checkpoint uploaded) when it
-reaches `max_file_bytes`, when it is `max_file_age_s` old, or when `max_file_records` records wait on it.
-The checkpoint (warc/_state/pNNN.json) lists the exchange ids of the partition's files closed in the
-last `checkpoint_window_s` (10 min) with their locations: a record delivered again (its offset was not
+A file is closed when it reaches `max_file_bytes`, when it is `max_file_age_s` old, or when
+`max_file_records` records wait on it: the partition's checkpoint first lists it as pending, then its
+CDXJ index and the file are uploaded, then the checkpoint lists it as done. The checkpoint
+(warc/_state/pNNN.json) lists the exchange ids of the partition's files closed in the last
+`checkpoint_window_s` (10 min) with their locations: a record delivered again (its offset was not
 committed when the writer stopped, or dedup sent its fetch again) whose id is there is not written again,
-only published again. Messages are keyed
-by exchange id, so no two records of one host wait on each other (the loop serializes a key).
+only published again. A writer killed during an upload leaves a pending entry: its next owner keeps it if
+S3 holds the file at its full size (the upload finished, only the last checkpoint write was lost) and
+drops it, with any index uploaded before the file, if not. Without the pending entry a file uploaded
+just before a kill -9 was written a second time, under another name, by the replay. Checkpoint writes
+of one partition are serialized, so a later write always lists every file of an earlier one. Messages are
+keyed by exchange id, so no two records of one host wait on each other (the loop serializes a key).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Protocol
@@ -58,6 +63,10 @@ class WarcStore(Protocol):
 
     def put_file(self, key: str, path: str, content_type: str) -> None: ...
 
+    def object_size(self, key: str) -> int | None: ...
+
+    def delete(self, key: str) -> None: ...
+
 
 @dataclass(frozen=True)
 class WarcPolicy:
@@ -70,6 +79,9 @@ class WarcPolicy:
     # delivered again within it, even after a restart, is not written twice.
     checkpoint_window_s: float = 600.0
     upload_retry_s: float = 2.0
+    # On revoke, an upload of the partition's file that is under way gets this long to end before the
+    # partition goes: its next owner then finds the file in S3, or none, never one that appears later.
+    revoke_upload_wait_s: float = 30.0
 
 
 @dataclass
@@ -95,6 +107,16 @@ class _Open:
 Location = tuple[str, int, int]  # file key, offset, length
 
 
+@dataclass
+class _Listed:
+    """A file in the partition's checkpoint."""
+    closed_at: float
+    ids: dict[str, Location]
+    size: int | None  # bytes (None: in a checkpoint written before sizes were kept, or not yet sealed)
+    pending: bool = False  # listed before its upload ended: it counts once S3 holds it at this size
+    file: _Open | None = None  # this process's file, from its close until its upload ends (ids: file.ids)
+
+
 class WarcHandler:
     def __init__(self, store: WarcStore, policy: WarcPolicy) -> None:
         self.store = store
@@ -103,28 +125,51 @@ class WarcHandler:
         self.owned: set[int] = set()
         self._open: dict[int, _Open] = {}
         # Per partition: the last files' keys, oldest first, each with when it closed and its ids → location.
-        self._recent: dict[int, OrderedDict[str, tuple[float, dict[str, Location]]]] = {}
+        self._recent: dict[int, OrderedDict[str, _Listed]] = {}
+        self._state_locks: dict[int, asyncio.Lock] = {}
         self._closing: set[asyncio.Task[None]] = set()
+        self._closing_of: dict[int, set[asyncio.Task[None]]] = {}
         self._roller: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
     async def on_assign(self, partitions: list[int]) -> None:
         for part in partitions:
-            raw = await asyncio.to_thread(self.store.get_bytes, state_key(part))
-            recent: OrderedDict[str, tuple[float, dict[str, Location]]] = OrderedDict()
-            if raw:
-                for entry in json.loads(raw).get("files", []):
-                    recent[entry["key"]] = (float(entry.get("closed_at", 0.0)),
-                                            {i: (entry["key"], o, n) for i, (o, n) in entry["ids"].items()})
-            self._recent[part] = recent
+            self._recent[part] = await self._load_checkpoint(part)
             self.owned.add(part)
         if self._roller is None:
             self._roller = asyncio.create_task(self._roll_forever())
 
+    async def _load_checkpoint(self, part: int) -> OrderedDict[str, _Listed]:
+        raw = await asyncio.to_thread(self.store.get_bytes, state_key(part))
+        recent: OrderedDict[str, _Listed] = OrderedDict()
+        for entry in json.loads(raw).get("files", []) if raw else []:
+            key = entry["key"]
+            listed = _Listed(float(entry.get("closed_at", 0.0)),
+                             {i: (key, o, n) for i, (o, n) in entry["ids"].items()},
+                             entry.get("size"), bool(entry.get("pending", False)))
+            if listed.pending:
+                size = await asyncio.to_thread(self.store.object_size, key)
+                if size is None or size != listed.size:
+                    # Its upload did not finish: the replay writes its records again (an index uploaded
+                    # ahead of it would name a file that is not there, or not this one).
+                    log.warning("warc file of a stopped writer not in S3, its records are written again",
+                                extra={"file": key, "fetches": len(listed.ids)})
+                    await asyncio.to_thread(self.store.delete, key[: -len(".warc.gz")] + ".cdxj")
+                    if size is not None:
+                        await asyncio.to_thread(self.store.delete, key)
+                    continue
+                listed.pending = False
+            recent[key] = listed
+        return recent
+
     async def on_revoke(self, partitions: list[int]) -> None:
         for part in partitions:
             self.owned.discard(part)
+        uploads = [t for part in partitions for t in self._closing_of.get(part, ())]
+        if uploads:  # each ends after its current S3 call, seeing the partition is no longer owned
+            await asyncio.wait(uploads, timeout=self.policy.revoke_upload_wait_s)
+        for part in partitions:
             f = self._open.pop(part, None)
             if f is not None:  # its records go to the partition's new owner, which writes them again
                 self._discard(f)
@@ -157,14 +202,20 @@ class WarcHandler:
         if part not in self.owned:
             return ()
         ex_id = message.exchange.id
-        for _closed, ids in self._recent.get(part, {}).values():
-            if ex_id in ids:  # already in a file in S3: publish again, write nothing
+        for key, listed in self._recent.get(part, {}).items():
+            if listed.file is not None:  # closing: publish once its upload is done
+                w = listed.file.ids.get(ex_id)
+                if w is not None:
+                    _RECORDS("repeat").inc()
+                    return await self._after_upload(listed.file, message, (key, w.offset, w.length))
+            elif ex_id in listed.ids:  # in a file in S3: publish again, write nothing
                 _RECORDS("repeat").inc()
-                return self._publish(message, ids[ex_id])
+                return self._publish(message, listed.ids[ex_id])
         current = self._open.get(part)
         if current is not None and ex_id in current.ids:
             _RECORDS("repeat").inc()
-            return await self._after_upload(current, message, current.ids[ex_id])
+            w = current.ids[ex_id]
+            return await self._after_upload(current, message, (current.key, w.offset, w.length))
         body = None
         if message.revisit_of is None and message.storage_key:
             try:
@@ -185,12 +236,12 @@ class WarcHandler:
         if full:
             self._start_close(f)
         _RECORDS("revisit" if message.revisit_of else "response").inc()
-        return await self._after_upload(f, message, written)
+        return await self._after_upload(f, message, (f.key, written.offset, written.length))
 
-    async def _after_upload(self, f: _Open, message: ArchiveRecord, written: Written) -> Sequence[Output]:
+    async def _after_upload(self, f: _Open, message: ArchiveRecord, loc: Location) -> Sequence[Output]:
         if not await asyncio.shield(f.done):
             return ()  # the partition moved (or the writer stops): the next owner writes it
-        return self._publish(message, (f.key, written.offset, written.length))
+        return self._publish(message, loc)
 
     @staticmethod
     def _publish(message: ArchiveRecord, loc: Location) -> Sequence[Output]:
@@ -225,9 +276,19 @@ class WarcHandler:
             del self._open[f.partition]  # new records open the next file
         else:
             return  # already closing (or discarded)
+        # Listed at once (its ids are the file's own, still growing until it is sealed): a copy of one of
+        # its fetches delivered meanwhile waits for this upload instead of going into the next file.
+        self._recent.setdefault(f.partition, OrderedDict())[f.key] = _Listed(time.time(), {}, None, True, f)
         task = asyncio.create_task(self._close(f))
         self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
+        of = self._closing_of.setdefault(f.partition, set())
+        of.add(task)
+
+        def done(t: asyncio.Task[None]) -> None:
+            self._closing.discard(t)
+            of.discard(t)
+
+        task.add_done_callback(done)
 
     async def _close(self, f: _Open) -> None:
         async with f.lock:
@@ -235,22 +296,25 @@ class WarcHandler:
             f.fh.close()
         index = cdxj_lines(f.written).encode()
         wkey, ckey = f.key, cdxj_key(f.partition, f.first_offset, self.policy.name)
-        while True:
-            if f.partition not in self.owned:
-                self._discard(f)
-                return
-            t0 = time.perf_counter()
-            try:
-                # The index first: a file in the bucket always has its index.
-                await asyncio.to_thread(self.store.put_bytes, ckey, index)
-                await asyncio.to_thread(self.store.put_file, wkey, str(f.path), "application/warc")
-                await self._checkpoint(f)
-                break
-            except Exception as exc:  # S3 down: keep the records waiting and try again
-                UPLOAD_FAILURES.inc()
-                log.warning("warc upload failed, retrying", extra={"file": wkey, "error": repr(exc)[:300]})
-                await asyncio.sleep(self.policy.upload_retry_s)
         size = f.path.stat().st_size
+        recent = self._recent.get(f.partition)
+        listed = recent.get(wkey) if recent is not None else None
+        if listed is None or f.partition not in self.owned:
+            self._discard(f)
+            return
+        listed.ids = {i: (wkey, w.offset, w.length) for i, w in f.ids.items()}
+        listed.size = size
+        t0 = time.perf_counter()
+        # Listed as pending first: a writer killed during the upload leaves its next owner a name to check.
+        if not await self._retrying(f, "checkpoint", lambda: self._checkpoint(f.partition)):
+            return
+        # The index first: a file in the bucket always has its index.
+        if not await self._retrying(f, "upload", lambda: self._upload(ckey, index, wkey, f.path)):
+            return
+        listed.pending = False
+        if not await self._retrying(f, "checkpoint", lambda: self._checkpoint(f.partition)):
+            return
+        listed.file = None
         UPLOAD_SECONDS.observe(time.perf_counter() - t0)
         FILES.inc()
         FILE_BYTES.inc(size)
@@ -259,12 +323,41 @@ class WarcHandler:
         if not f.done.done():
             f.done.set_result(True)
 
-    async def _checkpoint(self, f: _Open) -> None:
-        recent = self._recent.setdefault(f.partition, OrderedDict())
-        now = time.time()
-        recent[f.key] = (now, {i: (f.key, w.offset, w.length) for i, w in f.ids.items()})
-        while len(recent) > 1 and next(iter(recent.values()))[0] < now - self.policy.checkpoint_window_s:
-            recent.popitem(last=False)
-        state = {"files": [{"key": key, "closed_at": closed, "ids": {i: [o, n] for i, (_k, o, n) in ids.items()}}
-                           for key, (closed, ids) in recent.items()]}
-        await asyncio.to_thread(self.store.put_bytes, state_key(f.partition), json.dumps(state).encode())
+    async def _upload(self, ckey: str, index: bytes, wkey: str, path: Path) -> None:
+        await asyncio.to_thread(self.store.put_bytes, ckey, index)
+        await asyncio.to_thread(self.store.put_file, wkey, str(path), "application/warc")
+
+    async def _retrying(self, f: _Open, what: str, step: Callable[[], Awaitable[None]]) -> bool:
+        """Run ``step`` until it succeeds (S3 down: the records wait); False, with the file discarded, once
+        the partition is no longer this writer's (its next owner writes the records again, or finds them
+        in the file the pending entry names)."""
+        while True:
+            if f.partition not in self.owned:
+                self._discard(f)
+                return False
+            try:
+                await step()
+                if f.partition in self.owned:
+                    return True
+                continue  # revoked during the step: discarded above
+            except Exception as exc:
+                UPLOAD_FAILURES.inc()
+                log.warning(f"warc {what} failed, retrying", extra={"file": f.key, "error": repr(exc)[:300]})
+                await asyncio.sleep(self.policy.upload_retry_s)
+
+    async def _checkpoint(self, part: int) -> None:
+        lock = self._state_locks.setdefault(part, asyncio.Lock())
+        async with lock:  # one write at a time per partition: the last one lists every file
+            if part not in self.owned:
+                return  # revoked meanwhile: the checkpoint is the next owner's now
+            recent = self._recent.setdefault(part, OrderedDict())
+            now = time.time()
+            while len(recent) > 1:
+                oldest = next(iter(recent.values()))
+                if oldest.pending or oldest.closed_at >= now - self.policy.checkpoint_window_s:
+                    break
+                recent.popitem(last=False)
+            state = {"files": [{"key": k, "closed_at": e.closed_at, "size": e.size, "pending": e.pending,
+                                "ids": {i: [o, n] for i, (_k, o, n) in e.ids.items()}}
+                               for k, e in recent.items() if e.size is not None or not e.pending]}
+            await asyncio.to_thread(self.store.put_bytes, state_key(part), json.dumps(state).encode())

@@ -39,7 +39,9 @@ def test_fetch_request_to_parsed_page(stack, crawl_cql, s3, unique):
     dns_srv = TinyDNS({host: "127.0.0.1"})
     web = ScriptedHTTP()
     web.routes["/robots.txt"] = Reply(200, b"User-agent: *\nCrawl-delay: 1\nDisallow: /private/\n")
-    words = " ".join(f"integration body text {i}{unique}" for i in range(8))
+    # A letter in every word: an all-digit `unique` (1 in 110) would otherwise leave too few distinct
+    # shingles for a SimHash (all-digit tokens are ignored) and the page would get none.
+    words = " ".join(f"integration body text w{i}x{unique}" for i in range(8))
     page = f"<html><head><title>Hello {unique}</title></head><body><p>{words}</p>" \
            f'<a href="/next">n</a><a href="/private/x">p</a></body></html>'.encode()
     web.routes["/page"] = Reply(200, page, {"Content-Type": "text/html; charset=utf-8", "ETag": '"p1"'})

@@ -59,6 +59,18 @@ def test_s3_missing_key(s3, stack, unique):
         store.get_page(f"pages/zz/{unique}.gz")
 
 
+def test_s3_object_size_and_delete(s3, stack, unique):
+    """What the WARC writer checks a stopped writer's pending file with, and drops an orphan index by."""
+    store = S3BlobStore(s3, stack.s3_bucket)
+    key = f"warc/p999/{unique}.cdxj"
+    assert store.object_size(key) is None
+    store.put_bytes(key, b"x" * 1234)
+    assert store.object_size(key) == 1234
+    store.delete(key)
+    assert store.object_size(key) is None and store.get_bytes(key) is None
+    store.delete(key)  # gone already: no error
+
+
 def test_queue_finish_drops_the_row_and_marks_the_url_in_one_batch(crawl_cql, unique):
     import asyncio
 

@@ -35,6 +35,13 @@ class MemoryBlobStore:
     def get_bytes(self, key: str) -> bytes | None:
         return self.objects.get(key)
 
+    def object_size(self, key: str) -> int | None:
+        data = self.objects.get(key)
+        return None if data is None else len(data)
+
+    def delete(self, key: str) -> None:
+        self.objects.pop(key, None)
+
     def put_file(self, key: str, path: str, content_type: str = "application/octet-stream") -> None:
         with open(path, "rb") as fh:
             self.objects[key] = fh.read()

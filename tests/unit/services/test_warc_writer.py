@@ -213,3 +213,86 @@ def test_a_missing_body_is_a_poison_message(tmp_path: Path) -> None:
         await h.close()
 
     asyncio.run(run())
+
+
+class _DyingStore(MemoryBlobStore):
+    """A store whose writer "dies" at one step of a file's close: every later put of that kind fails (the
+    abandoned handler keeps retrying it, as a killed process would never get it done)."""
+
+    def __init__(self, die_at: str) -> None:
+        super().__init__()
+        self.die_at = die_at  # "file": the WARC upload fails; "checkpoint": the checkpoint after it does
+        self.uploaded = False
+
+    def put_file(self, key: str, path: str, content_type: str = "application/octet-stream") -> None:
+        if self.die_at == "file":
+            raise OSError("killed")
+        super().put_file(key, path, content_type)
+        self.uploaded = True
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        if self.die_at == "checkpoint" and self.uploaded and key.startswith("warc/_state/"):
+            raise OSError("killed")
+        super().put_bytes(key, data)
+
+
+def _restarted(dying: _DyingStore) -> MemoryBlobStore:
+    """The same bucket, seen by the writer's next process."""
+    store = MemoryBlobStore()
+    store.objects = dying.objects
+    return store
+
+
+async def _kill_during_close(tmp_path: Path, dying: _DyingStore) -> tuple[WarcHandler, ArchiveRecord, asyncio.Task]:
+    h = WarcHandler(dying, WarcPolicy(spool_dir=tmp_path / "spool1", max_file_age_s=0.2, upload_retry_s=0.05))
+    await h.on_assign([0])
+    rec = _rec(dying, "ex", "http://h.test/a", b"body")
+    task = asyncio.create_task(h.handle(_record(5), rec))
+    for _ in range(100):
+        await asyncio.sleep(0.05)
+        if state_key(0) in dying.objects and (dying.die_at == "file" or dying.uploaded):
+            break
+    state = json.loads(dying.objects[state_key(0)])
+    assert [f["pending"] for f in state["files"]] == [True]  # listed before its upload
+    assert not task.done()  # never published: the offset is not committed, the record comes again
+    # the kill: nothing of this writer runs any more
+    for t in [task, *h._closing]:
+        t.cancel()
+    await asyncio.gather(task, *h._closing, return_exceptions=True)
+    return h, rec, task
+
+
+def test_a_file_uploaded_just_before_a_kill_is_found_by_the_next_writer_not_written_again(tmp_path: Path) -> None:
+    async def run() -> None:
+        dying = _DyingStore("checkpoint")
+        _h1, rec, _task = await _kill_during_close(tmp_path, dying)
+        (first_key,) = _files(dying, ".warc.gz")
+        store = _restarted(dying)
+        h2 = WarcHandler(store, WarcPolicy(spool_dir=tmp_path / "spool2", max_file_age_s=0.2))
+        await h2.on_assign([0])
+        (again,) = await h2.handle(_record(5), rec)  # the replay
+        assert again.value.warc_filename == first_key
+        await h2.close()
+        (data,) = _files(store, ".warc.gz").values()
+        assert [r.rec_type for r in ArchiveIterator(io.BytesIO(data))].count("response") == 1
+
+    asyncio.run(run())
+
+
+def test_a_file_whose_upload_a_kill_cut_short_is_written_again_and_its_index_dropped(tmp_path: Path) -> None:
+    async def run() -> None:
+        dying = _DyingStore("file")
+        _h1, rec, _task = await _kill_during_close(tmp_path, dying)
+        assert not _files(dying, ".warc.gz") and len(_files(dying, ".cdxj")) == 1  # the index went first
+        store = _restarted(dying)
+        h2 = WarcHandler(store, WarcPolicy(spool_dir=tmp_path / "spool2", max_file_age_s=0.2))
+        await h2.on_assign([0])
+        assert not _files(store, ".cdxj")  # it named a file that is not there
+        (again,) = await h2.handle(_record(5), rec)
+        await h2.close()
+        warcs = _files(store, ".warc.gz")
+        assert list(warcs) == [again.value.warc_filename] and len(_files(store, ".cdxj")) == 1
+        state = json.loads(store.objects[state_key(0)])
+        assert [(f["key"], f["pending"]) for f in state["files"]] == [(again.value.warc_filename, False)]
+
+    asyncio.run(run())

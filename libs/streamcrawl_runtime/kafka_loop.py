@@ -16,14 +16,9 @@
   undrained flush defers the commit; a handler's on_assign that fails on an engine is retried); a record
   not finished (an error while stopping) is never committed past.
 - Under backpressure (too many records in flight) the assigned partitions are paused, then resumed.
-- Rebalances are incremental (Kafka 4's consumer group protocol, KIP-848, with the broker's range
-  assignor, which keeps partition i of every subscribed topic on one member: see loop_ownership): a
-  joining instance takes only the partitions it gets, and nothing else stops. A partition leaves an
-  instance only after its records in flight have finished (or, after `revoke_drain_s`, been cancelled:
-  a fetch request aborts), their outputs are flushed, their offsets committed and the handler's
-  on_revoke has run: the broker hands the partition to its next owner only once the revocation is
-  acknowledged, so two instances never work on one partition's keys at once. consume() runs in a worker
-  thread so that the rebalance callbacks it calls can wait for that work on the event loop.
+- Rebalances are incremental, and a partition leaves an instance only once its work is handed over (records
+  finished or cancelled, outputs flushed, offsets committed, the handler's on_revoke run): kafka_rebalance,
+  whose callbacks run in consume()'s worker thread and wait for that work on the event loop.
 - SIGTERM/SIGINT: stop polling, drain in-flight records, flush, commit, run on_revoke for every owned
   partition (the handler settles its state), leave the group: the partitions move at once, with no wait
   for a session timeout.
@@ -39,11 +34,10 @@ import logging
 import signal
 import time
 from collections import defaultdict, deque
-from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from prometheus_client import Counter, Gauge, Histogram
 from pydantic import ValidationError
 from streamcrawl_contracts.messages import Envelope
@@ -54,6 +48,10 @@ from streamcrawl_runtime.gctune import settle_heap
 from streamcrawl_runtime.health import Readiness
 from streamcrawl_runtime.kafka_output import LoopOutput, dead_letter
 from streamcrawl_runtime.kafka_producer import host_keyed_producer
+from streamcrawl_runtime.kafka_rebalance import CANCELLED as CANCELLED
+from streamcrawl_runtime.kafka_rebalance import DRAIN_SECONDS as DRAIN_SECONDS
+from streamcrawl_runtime.kafka_rebalance import REBALANCES as REBALANCES
+from streamcrawl_runtime.kafka_rebalance import LoopRebalance
 from streamcrawl_runtime.loop_offsets import PartitionOffsets
 from streamcrawl_runtime.loop_ownership import TP, Ownership
 from streamcrawl_runtime.metrics import Children
@@ -68,15 +66,6 @@ IN_FLIGHT = Gauge("streamcrawl_in_flight", "Records being handled", ["service"])
 # Per-record label lookups, done once per label values (see streamcrawl_runtime.metrics).
 _MESSAGES = Children(MESSAGES)
 _HANDLE_SECONDS, _IN_FLIGHT = Children(HANDLE_SECONDS), Children(IN_FLIGHT)
-REBALANCES = Counter("streamcrawl_rebalance_partitions_total", "Partitions assigned, revoked, lost or held",
-                     ["service", "event"])
-DRAIN_SECONDS = Histogram("streamcrawl_revoke_drain_seconds", "Time to settle revoked partitions before the handover",
-                          ["service"], buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60))
-CANCELLED = Counter("streamcrawl_revoke_cancelled_total",
-                    "Records still running when their partition had to go (cancelled, replayed by the next owner)",
-                    ["service"])
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -120,7 +109,9 @@ class LoopConfig:
     settle_heap: bool = False
 
 
-class RunLoop:
+class RunLoop(LoopRebalance):
+    """The loop; its rebalance callbacks and partition handover are LoopRebalance's (kafka_rebalance)."""
+
     def __init__(self, config: LoopConfig, handler: Handler, producer: Producer | None = None,
                  readiness: Readiness | None = None) -> None:
         self.cfg = config
@@ -143,7 +134,6 @@ class RunLoop:
             **config.consumer_overrides,
         })
         self._offsets: dict[TP, PartitionOffsets] = defaultdict(PartitionOffsets)
-        self._fresh_from: dict[TP, int] = {}  # (topic, partition) → log end when assigned
         self._key_chains: dict[tuple[int, str | None], deque[Record]] = {}
         self._waiting = 0  # records queued behind a key that is being handled (sum of the chains' lengths)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -155,8 +145,7 @@ class RunLoop:
         self._event_loop: asyncio.AbstractEventLoop | None = None
         self.output = LoopOutput(self.producer, config.service)
         self._produce = self.output.produce
-        self._partition_counts: dict[str, int] = {}  # topic → partitions, for the key check
-        self._counts_pending: set[str] = set()  # assigned topics whose partition count is not known yet
+        self._init_rebalance()  # partition counts and fresh-from marks, kept by the rebalance callbacks
         # Topics whose key is the host: the archive topic's records name a host but are keyed by exchange
         # id. A topic outside the registry (a test's) is checked whenever its payload names a host.
         self._host_keyed = {t: _host_keyed(t) for t in config.subscriptions}
@@ -211,8 +200,7 @@ class RunLoop:
                 else:
                     msgs = await asyncio.to_thread(self._poll_idle, self._idle_wait(last_commit))
                 if self._counts_pending:  # until known, records of these topics get the key check only
-                    pending, self._counts_pending = self._counts_pending, set()
-                    await asyncio.to_thread(self._note_partition_counts, self.consumer, pending)
+                    await self._note_pending_counts(self.consumer)
                 for msg in msgs:
                     self._accept(msg)
                 if time.time() >= self._tick_at():
@@ -247,170 +235,6 @@ class RunLoop:
     async def kafka_check(self) -> None:
         """A readiness probe: the broker answers a metadata request (in a worker thread: it blocks)."""
         await asyncio.to_thread(self.producer.list_topics, None, 2.0)
-
-    # ------------------------------------------------------------------ rebalance
-    # The callbacks run in consume()'s worker thread. Each waits for its work on the event loop, so the
-    # handler never sees records of a partition before its on_assign, nor after its on_revoke.
-
-    def _on_loop(self, coro: Coroutine[Any, Any, T]) -> T:
-        assert self._event_loop is not None
-        return asyncio.run_coroutine_threadsafe(coro, self._event_loop).result(self.cfg.revoke_drain_s + 120.0)
-
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        # Assigned here rather than by the client after the callback, so that held partitions can be paused
-        # before they deliver a record. Eager (classic) assignment passes the whole new assignment.
-        if self.cfg.group_protocol == "consumer":
-            consumer.incremental_assign(partitions)
-        else:
-            consumer.assign(partitions)
-        gained, hold, release = self._own.assign((tp.topic, tp.partition) for tp in partitions)
-        REBALANCES.labels(self.cfg.service, "assigned").inc(len(partitions))
-        if hold:
-            REBALANCES.labels(self.cfg.service, "held").inc(len(hold))
-            log.warning("partitions held: their index is not complete here", extra={"held": hold})
-            consumer.pause([TopicPartition(t, p) for t, p in hold])
-        if self._paused:  # under backpressure: the new partitions wait like the others
-            consumer.pause([tp for tp in partitions if (tp.topic, tp.partition) not in self._own.held])
-        if release:
-            self._reread(consumer, release)
-        # Looked up after the poll returns, not here: confluent-kafka keeps one call state per client and
-        # thread, and a blocking call made inside a callback clears the one consume() set, so the next
-        # callback of that consume() aborts the process (CallState_get assertion, seen in the scale e2e).
-        self._counts_pending |= {tp.topic for tp in partitions} - set(self._partition_counts)
-        if self.cfg.mark_fresh:
-            self._note_fresh_from(consumer, [tp for tp in partitions if tp.partition in gained]
-                                  + [TopicPartition(t, p) for t, p in release])
-        if gained:
-            self._on_loop(self._until_applied("assign", self.handler.on_assign, gained))
-        self.readiness.assigned(len(self._own.owned))
-
-    async def _until_applied(self, what: str, call: Callable[[list[int]], Awaitable[None]],
-                             partitions: list[int]) -> None:
-        """Hand a rebalance to the handler, retrying it through an outage (the frontier loads a partition's
-        hosts from Cassandra on assignment: a group that rebalances after a broker stall while Cassandra is
-        away once stopped the frontier). The callback waits meanwhile, so no record of those partitions is
-        handled before it. Handlers' rebalance callbacks are idempotent."""
-        attempts = 0
-        while True:
-            try:
-                await call(partitions)
-                return
-            except Exception as exc:
-                if not is_transient(exc) or self._stopping:
-                    raise
-                log.warning("rebalance not applied, retrying", extra={"what": what, "partitions": partitions,
-                                                                      "error": repr(exc)[:300]})
-            self.readiness.beat()  # waiting on an engine, not stuck
-            await asyncio.sleep(min(self.cfg.transient_backoff_s * 2 ** attempts, self.cfg.transient_backoff_max_s))
-            attempts = min(attempts + 1, 5)
-
-    def _note_partition_counts(self, consumer: Consumer, topics: set[str]) -> None:
-        """Each assigned topic's partition count, so that a host-keyed record on another partition than its
-        host's can be told apart. A failed lookup keeps the previous count (or none: key check only)."""
-        for topic in topics:
-            if topic in self._partition_counts:
-                continue  # a topic's partition count does not shrink, and the loop does not follow growth
-            try:
-                meta = consumer.list_topics(topic, timeout=5.0).topics.get(topic)
-            except Exception as exc:
-                log.warning("metadata lookup failed", extra={"topic": topic, "error": str(exc)[:200]})
-                continue
-            if meta is not None and meta.partitions:
-                self._partition_counts[topic] = len(meta.partitions)
-
-    def _reread(self, consumer: Consumer, tps: list[TP]) -> None:
-        """Held partitions whose index is now complete: read them again from their committed offsets (a
-        record may have been fetched, and skipped, while they were held) and resume them."""
-        committed = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=10.0)
-        for tp in committed:
-            consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
-        consumer.resume([TopicPartition(t, p) for t, p in tps])
-
-    def _note_fresh_from(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        """Remember each new partition's log end: records from there on were produced after this
-        assignment. The broker gives a partition to a new member only once the previous owner has handed
-        it over (its records finished and committed) or was fenced (its session timed out), so any record
-        another instance may have handled lies below it. A failed lookup leaves the partition without a
-        mark: its records all count as maybe-replays."""
-        for tp in partitions:
-            try:
-                _low, high = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition),
-                                                            timeout=5.0, cached=False)
-            except Exception as exc:
-                log.warning("watermark lookup failed", extra={"topic": tp.topic, "partition": tp.partition,
-                                                              "error": str(exc)[:200]})
-                self._fresh_from.pop((tp.topic, tp.partition), None)
-                continue
-            self._fresh_from[(tp.topic, tp.partition)] = high
-
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        if self._closing:
-            return  # run() already handed everything over
-        lost, hold = self._own.revoke((tp.topic, tp.partition) for tp in partitions)
-        REBALANCES.labels(self.cfg.service, "revoked").inc(len(partitions))
-        if hold:
-            REBALANCES.labels(self.cfg.service, "held").inc(len(hold))
-            log.warning("partitions held: their index lost a partition", extra={"held": hold})
-            consumer.pause([TopicPartition(t, p) for t, p in hold])
-        t0 = time.monotonic()
-        commits = self._on_loop(self._release(lost, self.cfg.revoke_drain_s)) if lost else []
-        self._commit(commits)  # in the callback: the partitions are still ours until it returns
-        DRAIN_SECONDS.labels(self.cfg.service).observe(time.monotonic() - t0)
-        for tp in partitions:
-            self._fresh_from.pop((tp.topic, tp.partition), None)
-        self.readiness.assigned(len(self._own.owned))
-
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        """The group fenced this member (e.g. its session timed out): another may own the partitions
-        already, so their work stops now, nothing is committed, and the handler lets them go."""
-        if self._closing:
-            return
-        lost, _hold = self._own.revoke((tp.topic, tp.partition) for tp in partitions)
-        REBALANCES.labels(self.cfg.service, "lost").inc(len(partitions))
-        log.warning("partitions lost", extra={"partitions": len(partitions)})
-        if lost:
-            self._on_loop(self._release(lost, drain_s=0.0, commit=False))
-        for tp in partitions:
-            self._fresh_from.pop((tp.topic, tp.partition), None)
-        self.readiness.assigned(len(self._own.owned))
-
-    async def _release(self, indexes: list[int], drain_s: float, commit: bool = True) -> list[TopicPartition]:
-        """Let partition indexes go (on the event loop): no new record of theirs starts; those in flight
-        get ``drain_s`` to finish, then are cancelled; outputs are flushed; the handler's on_revoke runs.
-        Returns the offsets to commit (the completed prefix of each of their partitions)."""
-        gone = set(indexes)
-        for key in [k for k in self._key_chains if k[0] in gone]:  # queued behind a key: the next owner's
-            self._waiting -= len(self._key_chains[key])
-            self._key_chains[key].clear()
-        running = [t for i in gone for t in self._running.get(i, ())]
-        commits: list[TopicPartition] = []
-        tps = [tp for tp in self._offsets if tp[1] in gone]
-        try:
-            if running and drain_s > 0:
-                await asyncio.wait(running, timeout=drain_s)
-            if commit:
-                # Taken before the flush: a record finishing during it may have outputs it did not wait for.
-                points = self._commit_points(tps)
-                if await self._flushed_async():  # raises if an output may be lost: then nothing is committed
-                    commits = points
-        except Exception:
-            log.exception("handover of revoked partitions failed; their next owner replays them")
-            commits = []
-        finally:
-            for tp in tps:  # records of these partitions that are still around are skipped from now on
-                self._offsets.pop(tp, None)
-            late = [t for t in running if not t.done()]
-            for t in late:  # their offsets stay uncommitted: the next owner replays them
-                t.cancel()
-            if late:
-                CANCELLED.labels(self.cfg.service).inc(len(late))
-                log.warning("records cancelled at handover", extra={"records": len(late)})
-                await asyncio.wait(late)
-            try:
-                await self.handler.on_revoke(sorted(gone))
-            except Exception:
-                log.exception("handler on_revoke failed")
-        return commits
 
     def _backpressure(self) -> None:
         # Counted, not summed over the chains: this runs on every pass of the loop, and a fetcher

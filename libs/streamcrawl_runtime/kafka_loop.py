@@ -34,13 +34,11 @@ import logging
 import signal
 import time
 from collections import defaultdict, deque
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import replace
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from prometheus_client import Counter, Gauge, Histogram
 from pydantic import ValidationError
-from streamcrawl_contracts.messages import Envelope
 from streamcrawl_contracts.topics import Key, by_name
 from streamcrawl_core.partition import key_mismatch
 
@@ -52,6 +50,8 @@ from streamcrawl_runtime.kafka_rebalance import CANCELLED as CANCELLED
 from streamcrawl_runtime.kafka_rebalance import DRAIN_SECONDS as DRAIN_SECONDS
 from streamcrawl_runtime.kafka_rebalance import REBALANCES as REBALANCES
 from streamcrawl_runtime.kafka_rebalance import LoopRebalance
+from streamcrawl_runtime.loop_config import LoopConfig as LoopConfig
+from streamcrawl_runtime.loop_config import group_protocol_config as group_protocol_config
 from streamcrawl_runtime.loop_offsets import PartitionOffsets
 from streamcrawl_runtime.loop_ownership import TP, Ownership
 from streamcrawl_runtime.metrics import Children
@@ -66,47 +66,6 @@ IN_FLIGHT = Gauge("streamcrawl_in_flight", "Records being handled", ["service"])
 # Per-record label lookups, done once per label values (see streamcrawl_runtime.metrics).
 _MESSAGES = Children(MESSAGES)
 _HANDLE_SECONDS, _IN_FLIGHT = Children(HANDLE_SECONDS), Children(IN_FLIGHT)
-
-
-@dataclass
-class LoopConfig:
-    service: str
-    group_id: str
-    subscriptions: dict[str, type[Envelope]]  # topic name → payload model
-    bootstrap: str
-    #: "consumer": Kafka 4's group protocol (KIP-848): incremental, server-side range assignment.
-    #: "classic": the eager protocol with the client's range assignor (brokers before Kafka 4); every
-    #: rebalance then stops the whole group.
-    group_protocol: Literal["consumer", "classic"] = "consumer"
-    #: How long a revoked partition's records in flight may run before the partition is handed over
-    #: anyway; those still running are cancelled (their work is replayed by the next owner). The fetcher's
-    #: longest request is longer: a handover cuts it short rather than keeping the host waiting.
-    revoke_drain_s: float = 30.0
-    max_in_flight: int = 256
-    resume_below: int = 128
-    poll_batch: int = 500
-    commit_interval_s: float = 0.5
-    tick_interval_s: float = 0.2
-    # How often a busy loop (handlers in flight) looks for new records. Each pass costs a consume()
-    # call and the loop's bookkeeping; at 5 ms py-spy profiles put it at 6-13% of each service. New
-    # records wait at most this long, which a hop-by-hop crawl absorbs (the frontier sends fetches
-    # ahead of their not_before) and which no politeness timing depends on.
-    busy_poll_s: float = 0.02
-    # The longest an idle loop (nothing in flight) blocks in poll: a stop signal, the readiness probes
-    # (asyncio tasks) and a handler without `tick_due` wait at most this long.
-    idle_wait_s: float = 1.0
-    max_attempts: int = 3
-    transient_backoff_s: float = 1.0
-    # The longest wait between retries of a record during an outage: once the engine is back, a record
-    # resumes within this (a longer cap only adds to the time a crawl needs to recover).
-    transient_backoff_max_s: float = 5.0
-    consumer_overrides: dict[str, Any] = field(default_factory=dict)
-    # Look up each assigned partition's log end (one broker round trip per partition, at every
-    # assignment) so records can be marked Record.fresh. Only for a handler that reads the flag.
-    mark_fresh: bool = False
-    # Freeze the start-up heap and collect less often (gctune.settle_heap) just before consuming.
-    # For service processes; off by default so a test process building loops keeps the defaults.
-    settle_heap: bool = False
 
 
 class RunLoop(LoopRebalance):
@@ -460,19 +419,6 @@ class RunLoop(LoopRebalance):
             tracker = self._offsets.get((tp.topic, tp.partition))
             if tracker is not None:
                 tracker.committed = tp.offset
-
-
-def group_protocol_config(protocol: str) -> dict[str, Any]:
-    """The consumer settings of a group protocol. Both keep partition i of every subscribed topic on one
-    member (co-partitioning): KIP-848's server-side range assignor moves whole indexes, incrementally and
-    sticky; the classic client-side range assignor recomputes everything at every rebalance (eager)."""
-    if protocol == "consumer":
-        # Session and heartbeat timing are the broker's (group.consumer.*: see stack/kafka/server.properties.in).
-        return {"group.protocol": "consumer", "group.remote.assignor": "range"}
-    if protocol == "classic":
-        return {"group.protocol": "classic", "partition.assignment.strategy": "range",
-                "session.timeout.ms": 10000, "heartbeat.interval.ms": 2000}
-    raise ValueError(f"group protocol must be 'consumer' or 'classic', got {protocol!r}")
 
 
 def _host_keyed(topic: str) -> bool:

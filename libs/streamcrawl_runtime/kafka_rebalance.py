@@ -32,13 +32,11 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from prometheus_client import Counter, Histogram
 
 from streamcrawl_runtime.health import Readiness
+from streamcrawl_runtime.loop_config import LoopConfig
 from streamcrawl_runtime.loop_offsets import PartitionOffsets
 from streamcrawl_runtime.loop_ownership import TP, Ownership
 from streamcrawl_runtime.ports.errors import is_transient
 from streamcrawl_runtime.ports.loop import Handler, Record
-
-if TYPE_CHECKING:
-    from streamcrawl_runtime.kafka_loop import LoopConfig
 
 log = logging.getLogger("streamcrawl.loop")
 

@@ -77,7 +77,7 @@ class FrontierDispatch(FrontierResults):
                 if item is None:
                     break
                 if item.url in self.cancelled:
-                    self.cancelled.discard(item.url)
+                    del self.cancelled[item.url]
                     fr.done(item.host, now, 0.0, 200)  # no request was made; the host keeps its timer
                     # A replayed discovery may have written the row again after the URL was finished:
                     # without this delete the durable queue keeps a URL that memory no longer has.

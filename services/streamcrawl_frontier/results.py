@@ -34,6 +34,8 @@ class FrontierResults(FrontierShards):
         now = self.clock()
         if res.host not in self.windows:  # a host not in memory (cold): its state comes back first
             await self.load_host(fr, res.host, now)
+        elif await self.host_loaded(res.host) and self.frontiers.get(part) is not fr:
+            return  # revoked while the host's load ran
         # The politeness delay runs from the end of the exchange (fetcher clock; the fetcher enforces the
         # next request's not_before on the same clock), not from when the result reached us: Kafka's
         # latency is not added to every delay. Never later than now + 5 s (a fetcher clock gone wild).
@@ -103,7 +105,7 @@ class FrontierResults(FrontierShards):
             await self.state.host_politeness_and_finish(res.host, nxt, level, res.fetch_s * 1000.0,
                                                         res.crawl_delay_s, part, meta.priority if meta else None,
                                                         res.url_fp, self.clock())
-            self.forget_url(fr, res.url)
+            self.forget_url(fr, part, res.url)
             return
         # (also clears the lease in host_state)
         await self.state.host_put_politeness(res.host, nxt, level, res.fetch_s * 1000.0, res.crawl_delay_s)
@@ -147,11 +149,11 @@ class FrontierResults(FrontierShards):
         """The URL is done for this cycle: drop its durable row and mark it done in url_state."""
         meta = self.meta.get(url)
         await self.state.queue_finish(part, host, meta.priority if meta else None, url_fp, self.clock())
-        self.forget_url(fr, url)
+        self.forget_url(fr, part, url)
 
-    def forget_url(self, fr: Frontier, url: str) -> None:
+    def forget_url(self, fr: Frontier, part: int, url: str) -> None:
         """Once the finish is written: a queued copy (from a rebuild or a replayed discovery) is skipped
         at dispatch."""
         self.meta.pop(url, None)
         if fr.is_known(url):
-            self.cancelled.add(url)
+            self.cancelled[url] = part

@@ -94,8 +94,11 @@ class FrontierShards:
         self.windows: dict[str, HostWindow] = {}  # the hosts in memory (their host_state was loaded)
         self.scans: dict[int, HostScan] = {}     # per owned partition: where the index is read next
         # URLs fetched under a lease from before a rebuild but queued again by the rebuild: skipped at
-        # dispatch (the core frontier has no delete; the host only pays one minimum delay).
-        self.cancelled: set[str] = set()
+        # dispatch (the core frontier has no delete; the host only pays one minimum delay). url → partition.
+        self.cancelled: dict[str, int] = {}
+        # Hosts whose load (host_state and queue head) is under way: a result or a new URL of the host waits
+        # for it, so that the load cannot bring back a URL the result finishes meanwhile.
+        self._loading: dict[str, asyncio.Event] = {}
         # Hosts rebuilt with a live lease: blocked until the lease expires, a stand-in for "a request may be
         # in flight". host → (that lease, the host's persisted timer): its result replaces the stand-in.
         self.restored: dict[str, tuple[str, float]] = {}
@@ -149,7 +152,7 @@ class FrontierShards:
         for host in dropped:
             del self.windows[host]
             self.crawl_delays.pop(host, None)
-        self.cancelled = {u for u in self.cancelled if u in self.meta}
+        self.cancelled = {u: p for u, p in self.cancelled.items() if p not in gone}
 
     # ------------------------------------------------------------------ hosts in memory
 
@@ -158,11 +161,27 @@ class FrontierShards:
         the host blocked: its fetch may still be running somewhere), and the head of its durable queue."""
         window = self.windows[host] = HostWindow(indexed=indexed)
         window.pending += 1
+        loaded = self._loading[host] = asyncio.Event()
         try:
             await self._load(fr, host, window, now)
         finally:
             window.pending -= 1
+            loaded.set()
+            if self._loading.get(host) is loaded:
+                del self._loading[host]
         return window
+
+    async def host_loaded(self, host: str) -> bool:
+        """Wait for a load of ``host`` that is under way (True if there was one). A result handled during
+        the load saw no lease (host_state not read yet) and finished its URL, and then the load's read of
+        the queue head, sent before that finish, put the URL back in memory: it was fetched a second time
+        (seen after a partition move, where a tick loads the gained partition's hosts while their results
+        arrive)."""
+        ev = self._loading.get(host)
+        if ev is None:
+            return False
+        await ev.wait()
+        return True
 
     async def _load(self, fr: Frontier, host: str, window: HostWindow, now: float) -> None:
         hs = await self.state.host_get(host)

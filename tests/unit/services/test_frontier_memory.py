@@ -253,3 +253,76 @@ def test_a_host_whose_new_url_is_being_written_keeps_its_index_row() -> None:
     asyncio.run(run())
     assert _index_of(state) == {"a.test"} and rig.h.stats()["queued"] == 1
     assert [r.url for r in state.queue.values()] == ["http://a.test/2"]
+
+
+class _SlowQueueReads(MemoryCrawlState):
+    """Queue-head reads that return late, with the rows as they were when the read was sent (a Cassandra
+    read in flight while another write lands)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate: asyncio.Event | None = None
+        self.read_sent: asyncio.Event | None = None
+
+    async def queue_head(self, host: str, after: Any, limit: int) -> list[QueuedUrl]:
+        rows = await super().queue_head(host, after, limit)
+        if self.gate is not None and self.read_sent is not None:
+            self.read_sent.set()
+            await self.gate.wait()
+        return rows
+
+
+def test_a_result_that_arrives_while_its_host_is_loading_waits_for_the_load() -> None:
+    # Seen in the scale e2e: a partition moved; the new owner's tick loaded a host (its lease from
+    # host_state, then its queue head) while the result of that lease arrived. The result finished the URL
+    # between the two reads; the queue-head read, sent before the finish, then put the URL back in memory
+    # and it was fetched a second time a few seconds later.
+    source = _leased_state(finished=False)
+    state = _SlowQueueReads()
+    state.queue, state.queue_index, state.hosts = source.queue, source.queue_index, source.hosts
+    part = partition_for("a.test", P)
+    rig = Rig(state, parts=[])
+    url = "http://a.test/1"
+    res = FetchResult(url=url, host="a.test", url_fp=url_fingerprint(url), lease_id="L0", outcome="fetched",
+                      status=200, started_at=T0 - 1, fetch_s=0.01, ended_at=T0 - 0.9)
+
+    async def run() -> None:
+        state.gate, state.read_sent = asyncio.Event(), asyncio.Event()
+        assign = asyncio.create_task(rig.h.on_assign([part]))
+        await state.read_sent.wait()  # the host's lease is read, its queue head is on its way
+        result = asyncio.create_task(rig.h.handle(Record("results", part, 0, "a.test", b""), res))
+        await asyncio.sleep(0.01)
+        state.gate.set()
+        await asyncio.gather(assign, result)
+        state.gate = None
+
+    asyncio.run(run())
+    fetched = []
+    for _ in range(20):
+        rig.t += 0.5
+        fetched += [o.value.url for o in asyncio.run(rig.h.tick(rig.t))]  # type: ignore[attr-defined]
+    assert fetched == []  # the result finished it: never fetched again
+    assert state.queue == {} and rig.h.windows == {}
+
+
+def test_a_revoke_keeps_the_cancelled_copies_of_the_partitions_still_owned() -> None:
+    # A rebuilt host's queued copy of a URL its lease's result finished is skipped at dispatch; a revoke of
+    # another partition used to forget every such mark (they were pruned by a map the finish had already
+    # dropped them from), and the copy was fetched again.
+    state = _leased_state(finished=False)
+    rig = Rig(state)
+    part = partition_for("a.test", P)
+    res = FetchResult(url="http://a.test/1", host="a.test", url_fp=url_fingerprint("http://a.test/1"), lease_id="L0",
+                      outcome="fetched", status=200, started_at=T0 - 1, fetch_s=0.01, ended_at=T0 - 0.9)
+    asyncio.run(rig.h.handle(Record("results", part, 0, "a.test", b""), res))
+    assert "http://a.test/1" in rig.h.cancelled
+    other = (part + 1) % P
+    asyncio.run(rig.h.on_revoke([other]))
+    assert "http://a.test/1" in rig.h.cancelled
+    fetched = []
+    for _ in range(6):
+        rig.t += 0.5
+        fetched += [o.value.url for o in asyncio.run(rig.h.tick(rig.t))]  # type: ignore[attr-defined]
+    assert fetched == []
+    asyncio.run(rig.h.on_revoke([part]))
+    assert rig.h.cancelled == {}

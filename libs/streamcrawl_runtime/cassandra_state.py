@@ -23,6 +23,7 @@ from streamcrawl_runtime.ports.state import (
     FetchOutcome,
     HostOverride,
     HostState,
+    LastmodStats,
     LeaseMarks,
     PartitionSummary,
     QueuedUrl,
@@ -104,8 +105,10 @@ class CassandraCrawlState:
         self._u_outcome = p("UPDATE url_state SET url = ?, depth = ?, status = ?, http_status = ?, fetched_at = ?"
                             " WHERE host = ? AND url_fp = ?")
         self._u_sched = p("UPDATE url_state SET change_interval_s = ?, next_visit_at = ?, change_count = ?,"
-                          " last_changed_at = ?, sched_hash = ?, sched_visits = ?, sched_first_at = ?"
+                          " last_changed_at = ?, sched_hash = ?, sched_visits = ?, sched_first_at = ?,"
+                          " lm_visits = ?, lm_changes = ?, lm_exposure_s = ?, lm_conflicts = ?"
                           " WHERE host = ? AND url_fp = ?")
+        self._u_sitemap = p("UPDATE url_state SET sitemap_lastmod = ? WHERE host = ? AND url_fp = ?")
         self._c_claim = p("INSERT INTO content_index (content_hash, canonical_url, storage_key, first_seen)"
                           " VALUES (?, ?, ?, ?) IF NOT EXISTS")
         self._c_get = p("SELECT canonical_url FROM content_index WHERE content_hash = ?")
@@ -256,7 +259,9 @@ class CassandraCrawlState:
                         r.change_count or 0, epoch(r.last_changed_at), r.change_interval_s,
                         epoch(r.next_visit_at), r.canonical_url, epoch(r.discovered_at), r.sched_hash,
                         r.discovered_by, epoch(r.frontier_done_at), sched_visits=r.sched_visits or 0,
-                        sched_first_at=epoch(r.sched_first_at))
+                        sched_first_at=epoch(r.sched_first_at), sitemap_lastmod=epoch(r.sitemap_lastmod),
+                        lm_visits=r.lm_visits or 0, lm_changes=r.lm_changes or 0,
+                        lm_exposure_s=r.lm_exposure_s or 0.0, lm_conflicts=r.lm_conflicts or 0)
 
     async def url_insert_discovered(self, host: str, url_fp: int, url: str, depth: int, now: float,
                                     event_id: str = "") -> None:
@@ -283,6 +288,9 @@ class CassandraCrawlState:
     async def url_put_fetch(self, st: UrlState) -> None:
         await self._w.write([self._fetch_write(st)])
 
+    async def url_put_sitemap_lastmod(self, host: str, url_fp: int, lastmod: float) -> None:
+        await self._w.write([(self._u_sitemap, (ts(lastmod), host, url_fp))])
+
     async def url_put_fetch_and_simhash(self, st: UrlState) -> None:
         """A new canonical page: its url_state row and its 20 simhash_index rows, in batches of at most 10
         statements sent together (Cassandra warns of an unlogged batch over more than 10 partitions)."""
@@ -297,9 +305,12 @@ class CassandraCrawlState:
     async def url_put_schedule_and_due(self, host: str, url_fp: int, url: str, depth: int, interval_s: float,
                                        next_visit_at: float, change_count: int, last_changed_at: float | None,
                                        sched_hash: str | None, visits: int = 0,
-                                       first_visit_at: float | None = None) -> None:
+                                       first_visit_at: float | None = None,
+                                       lastmod: LastmodStats | None = None) -> None:
+        lm = lastmod or LastmodStats()
         await self._w.write([(self._u_sched, (interval_s, ts(next_visit_at), change_count, ts(last_changed_at),
-                                              sched_hash, visits, ts(first_visit_at), host, url_fp)),
+                                              sched_hash, visits, ts(first_visit_at), lm.visits, lm.changes,
+                                              lm.exposure_s, lm.conflicts, host, url_fp)),
                              self._due_write(next_visit_at, host, url_fp, url, depth)])
 
     # ---------------------------------------------------------------- content dedup

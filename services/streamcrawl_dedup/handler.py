@@ -12,6 +12,8 @@
   streamcrawl_core.neardup). A duplicate becomes an alias of its canonical URL and its links are not
   followed. A new or changed page is published on page_fetched and its out-links become candidates for
   their own hosts' partitions.
+- A sitemap lastmod of a known URL is recorded (url_state.sitemap_lastmod, for the recrawl scheduler's
+  change-rate estimator) and, if newer than the URL's last fetch, sends it to the frontier as a refresh.
 - Not fetch_results: the fetcher writes the url_state status of fetches that produced no parsed page and
   sends a redirect's target to url_candidates itself (one consumer fewer of every fetch result).
 """
@@ -19,6 +21,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Sequence
 
@@ -34,6 +37,7 @@ from streamcrawl_contracts.messages import (
 from streamcrawl_contracts.topics import DEFAULT_PARTITIONS, PAGE_FETCHED, URL_CANDIDATES, URLS
 from streamcrawl_core.blocklist import Blocklist
 from streamcrawl_core.identity import url_identity
+from streamcrawl_core.recrawl import LASTMOD_SKEW_S
 from streamcrawl_core.simhash import from_signed64, hamming
 from streamcrawl_core.traps import QueryParamTracker, TrapConfig, check_url
 from streamcrawl_core.urls import UrlError
@@ -178,7 +182,12 @@ class DedupHandler:
         return out
 
     async def _lastmod_refresh(self, host: str, url: str, url_fp: int, depth: int, lastmod: float) -> list[Output]:
+        """A known URL's sitemap lastmod: recorded for the recrawl estimator (the newest, not from the future),
+        and a refresh now if it is newer than the last fetch."""
         st = await self.state.url_get(host, url_fp)
+        if (st is not None and math.isfinite(lastmod) and lastmod <= time.time() + LASTMOD_SKEW_S
+                and (st.sitemap_lastmod is None or lastmod > st.sitemap_lastmod + 0.001)):
+            await self.state.url_put_sitemap_lastmod(host, url_fp, lastmod)
         if st is None or st.fetched_at is None or lastmod <= st.fetched_at or st.status not in ("fetched", "sitemap"):
             return []
         _URL_DECISION("sitemap_lastmod_refresh").inc()

@@ -11,6 +11,10 @@ refreshes, at most refresh_per_scan per scan; the frontier's discovery/refresh s
 slots. A refresh passes the same gates as a discovery in dedup: the blocklist (a blocked host's visit is
 dropped) and the host's page budget per cycle (an over-budget host's visits move to the next cycle).
 
+A visit's known modification time -- the response's Last-Modified header, else the newest sitemap
+<lastmod> dedup recorded (url_state.sitemap_lastmod) -- feeds the estimator's last-change-date variant
+(dated-visit statistics in url_state lm_*, migration 0041).
+
 Change detection compares the body hash with the scheduler's own `sched_hash`, not url_state's
 content_hash, which dedup updates concurrently.
 
@@ -34,11 +38,11 @@ from streamcrawl_contracts.messages import Envelope, FetchResult, UrlMessage
 from streamcrawl_contracts.topics import DEFAULT_PARTITIONS, URLS
 from streamcrawl_core.blocklist import Blocklist
 from streamcrawl_core.partition import partition_for
-from streamcrawl_core.recrawl import ChangeHistory, RecrawlConfig, importance_from_depth, plan_visit
+from streamcrawl_core.recrawl import ChangeHistory, RecrawlConfig, importance_from_depth, parse_http_date, plan_visit
 from streamcrawl_runtime.metrics import Children
 from streamcrawl_runtime.ports.errors import PoisonMessage
 from streamcrawl_runtime.ports.loop import Output, Record
-from streamcrawl_runtime.ports.state import RecrawlState, UrlState
+from streamcrawl_runtime.ports.state import LastmodStats, RecrawlState, UrlState
 
 log = logging.getLogger("streamcrawl.recrawl")
 
@@ -103,8 +107,11 @@ class RecrawlHandler:
         first = st is None or st.sched_hash is None
         changed = res.outcome == "fetched" and not first and st is not None and st.sched_hash != res.content_hash
         history = ChangeHistory() if first or st is None else _history(st, res.started_at)
+        modified_at = parse_http_date(res.last_modified)
+        if modified_at is None and st is not None:
+            modified_at = st.sitemap_lastmod
         plan = plan_visit(history, res.started_at, changed, st.change_interval_s if st else None,
-                          self.importance(res.depth), self.config)
+                          self.importance(res.depth), self.config, modified_at)
         interval = plan.delay_s
         # Based on the fetch's own start time, so a replay files the same visit.
         visit_at = res.started_at + interval
@@ -120,7 +127,8 @@ class RecrawlHandler:
         await self.state.url_put_schedule_and_due(res.host, res.url_fp, res.url, res.depth, interval, visit_at,
                                                   plan.history.change_count,
                                                   res.started_at if changed else (st.last_changed_at if st else None),
-                                                  new_hash, plan.history.fetch_count, plan.history.first_seen)
+                                                  new_hash, plan.history.fetch_count, plan.history.first_seen,
+                                                  _lastmod(plan.history))
         _SCHEDULED("first" if first else ("changed" if changed else "unchanged")).inc()
         return []
 
@@ -189,4 +197,11 @@ def _history(st: UrlState, now: float) -> ChangeHistory:
     last = (st.next_visit_at - st.change_interval_s
             if st.next_visit_at is not None and st.change_interval_s is not None else now)
     first = st.sched_first_at if st.sched_first_at is not None else last
-    return ChangeHistory(visits, min(st.change_count, visits - 1), min(first, last), last, st.last_changed_at)
+    lm_changes = min(st.lm_changes, st.lm_visits)
+    return ChangeHistory(visits, min(st.change_count, visits - 1), min(first, last), last, st.last_changed_at,
+                         max(0, st.lm_visits), max(0, lm_changes), max(0.0, st.lm_exposure_s),
+                         max(0, st.lm_conflicts))
+
+
+def _lastmod(history: ChangeHistory) -> LastmodStats:
+    return LastmodStats(history.lm_visits, history.lm_changes, history.lm_exposure_s, history.lm_conflicts)

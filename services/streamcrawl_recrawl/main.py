@@ -16,7 +16,9 @@ from streamcrawl_recrawl.settings import RecrawlSettings
 def build(settings: RecrawlSettings) -> Wiring:
     config = RecrawlConfig(min_interval_s=settings.min_interval_s, max_interval_s=settings.max_interval_s,
                            initial_interval_s=settings.initial_interval_s, grow_factor=settings.grow_factor,
-                           estimator=settings.estimator, min_observations=settings.min_observations)
+                           estimator=settings.estimator, min_observations=settings.min_observations,
+                           use_lastmod=settings.use_lastmod,
+                           max_lastmod_conflict_ratio=settings.max_lastmod_conflict_ratio)
     state = crawl_state(settings.stack)
     handler = RecrawlHandler(state, config, scan_interval_s=settings.scan_interval_s,
                              scan_lookback_s=settings.scan_lookback_s, refresh_per_scan=settings.refresh_per_scan,

@@ -21,6 +21,11 @@ class RecrawlSettings(ServiceSettings):
     #: change_rate: Cho & Garcia-Molina's estimator once min_observations visits are compared (doubling before).
     estimator: Literal["change_rate", "doubling"] = "change_rate"
     min_observations: int = 3
+    #: change_rate: with known modification times (the response's Last-Modified, else the newest sitemap
+    #: <lastmod>) Cho & Garcia-Molina's last-change-date estimator, once min_observations dated visits agree
+    #: with the body comparison and at most max_lastmod_conflict_ratio of them disagree.
+    use_lastmod: bool = True
+    max_lastmod_conflict_ratio: float = 0.25
     #: Refreshes per host per cycle (a control-plane page budget override of the host wins), as dedup's
     #: STREAMCRAWL_DEDUP_HOST_PAGE_BUDGET bounds its discoveries.
     host_page_budget: int = 1000

@@ -12,7 +12,7 @@ import pytest
 from streamcrawl_core.neardup import index_keys, signed64
 from streamcrawl_core.partition import host_bucket
 from streamcrawl_runtime.cassandra_state import CassandraCrawlState
-from streamcrawl_runtime.ports.state import DueRow, HostState, QueuedUrl, UrlState
+from streamcrawl_runtime.ports.state import DueRow, HostState, LastmodStats, QueuedUrl, UrlState
 
 pytestmark = pytest.mark.integration
 
@@ -129,6 +129,28 @@ def test_schedule_and_due_row_in_one_batch(crawl_cql, unique):
     assert (row.change_interval_s, row.next_visit_at, row.change_count, row.last_changed_at, row.sched_hash) == (
         43200.0, visit_at, 2, 1_700_000_000.0, f"h-{unique}")
     assert due == [DueRow(visit_at, host, fp, url, 3)]
+
+
+def test_dated_visit_statistics_and_sitemap_lastmod_read_back(crawl_cql, unique):
+    """Migration 0041's columns: the scheduler's dated-visit statistics and dedup's sitemap lastmod, written
+    separately, read back together; a row written without them reads as no dated visits."""
+    state = CassandraCrawlState(crawl_cql)
+    host, url = f"lastmod-{unique}.test", f"http://lastmod-{unique}.test/p"
+    visit_at = 2_000_000_000.0 + random.Random(unique).randrange(3600) * 1000.0
+
+    async def scenario() -> tuple[UrlState | None, UrlState | None]:
+        await state.url_put_schedule_and_due(host, 21, url, 1, 600.0, visit_at, 3, 1_700_000_000.0, "h", 5,
+                                             1_699_990_000.0, LastmodStats(4, 3, 1234.5, 1))
+        await state.url_put_sitemap_lastmod(host, 21, 1_699_999_000.0)
+        await state.url_put_schedule_and_due(host, 22, url + "2", 1, 600.0, visit_at, 0, None, "h", 2, None)
+        return await state.url_get(host, 21), await state.url_get(host, 22)
+
+    dated, plain = asyncio.run(scenario())
+    assert dated is not None and plain is not None
+    assert (dated.lm_visits, dated.lm_changes, dated.lm_exposure_s, dated.lm_conflicts) == (4, 3, 1234.5, 1)
+    assert dated.sitemap_lastmod == 1_699_999_000.0 and dated.sched_visits == 5
+    assert (plain.lm_visits, plain.lm_changes, plain.lm_exposure_s, plain.lm_conflicts) == (0, 0, 0.0, 0)
+    assert plain.sitemap_lastmod is None
 
 
 def test_started_and_fetched_lease_marks_read_back_with_the_lease(crawl_cql, unique):

@@ -20,6 +20,7 @@ from streamcrawl_runtime.ports.state import (
     FetchOutcome,
     HostOverride,
     HostState,
+    LastmodStats,
     LeaseMarks,
     PartitionSummary,
     QueuedUrl,
@@ -196,6 +197,10 @@ class MemoryCrawlState:
         self.calls.append(("url_put_fetch", st.host, st.url, st.status))
         self._put_fetch(st)
 
+    async def url_put_sitemap_lastmod(self, host: str, url_fp: int, lastmod: float) -> None:
+        self.calls.append(("url_put_sitemap_lastmod", host, url_fp, lastmod))
+        self.urls.setdefault((host, url_fp), UrlState(host, url_fp, "")).sitemap_lastmod = _ms(lastmod)
+
     async def url_put_fetch_and_simhash(self, st: UrlState) -> None:
         self.calls.append(("url_put_fetch_and_simhash", st.host, st.url, st.status))  # one request
         assert st.simhash is not None
@@ -212,12 +217,15 @@ class MemoryCrawlState:
     async def url_put_schedule_and_due(self, host: str, url_fp: int, url: str, depth: int, interval_s: float,
                                        next_visit_at: float, change_count: int, last_changed_at: float | None,
                                        sched_hash: str | None, visits: int = 0,
-                                       first_visit_at: float | None = None) -> None:
+                                       first_visit_at: float | None = None,
+                                       lastmod: LastmodStats | None = None) -> None:
         self.calls.append(("url_put_schedule_and_due", next_visit_at, host, url_fp, interval_s))  # one request
         row = self.urls.setdefault((host, url_fp), UrlState(host, url_fp, ""))
         row.change_interval_s, row.next_visit_at = interval_s, _ms(next_visit_at)
         row.change_count, row.last_changed_at, row.sched_hash = change_count, _ms(last_changed_at), sched_hash
         row.sched_visits, row.sched_first_at = visits, _ms(first_visit_at)
+        lm = lastmod or LastmodStats()
+        row.lm_visits, row.lm_changes, row.lm_exposure_s, row.lm_conflicts = lm
         self._due(next_visit_at, host, url_fp, url, depth)
 
     # ---------------------------------------------------------------- content dedup

@@ -89,6 +89,13 @@ class UrlState:
     frontier_done_at: float | None = None
     sched_visits: int = 0
     sched_first_at: float | None = None
+    #: The newest sitemap <lastmod> of the URL (dedup), and the recrawl scheduler's dated-visit statistics
+    #: (LastmodStats; migration 0041).
+    sitemap_lastmod: float | None = None
+    lm_visits: int = 0
+    lm_changes: int = 0
+    lm_exposure_s: float = 0.0
+    lm_conflicts: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -113,6 +120,16 @@ class PartitionSummary:
     hosts: int
     top_hosts: dict[str, int]  # the hosts with the most queued URLs -> how many
     updated_at: float
+
+
+class LastmodStats(NamedTuple):
+    """The visits of a URL that came with a known modification time, for the change-rate estimator
+    (streamcrawl_core.recrawl.ChangeHistory's lm_* fields)."""
+
+    visits: int = 0
+    changes: int = 0
+    exposure_s: float = 0.0
+    conflicts: int = 0
 
 
 class DueRow(NamedTuple):
@@ -221,6 +238,8 @@ class DedupState(HostReader, UrlReader, OverridesReader, Protocol):
     async def url_insert_discovered_many(self, host: str, urls: list[tuple[int, str]], depth: int, now: float,
                                          event_id: str = "") -> None: ...
     async def url_put_fetch(self, st: UrlState) -> None: ...
+    async def url_put_sitemap_lastmod(self, host: str, url_fp: int, lastmod: float) -> None:
+        """A sitemap's <lastmod> of a known URL (url_state.sitemap_lastmod), for the recrawl estimator."""
     async def url_put_fetch_and_simhash(self, st: UrlState) -> None:
         """url_put_fetch(st) and simhash_add(st.simhash, st.url) in one request (an unlogged batch of
         idempotent upserts). Not atomic: either part may land without the other."""
@@ -242,11 +261,12 @@ class RecrawlState(UrlReader, OverridesReader, Protocol):
     async def url_put_schedule_and_due(self, host: str, url_fp: int, url: str, depth: int, interval_s: float,
                                        next_visit_at: float, change_count: int, last_changed_at: float | None,
                                        sched_hash: str | None, visits: int = 0,
-                                       first_visit_at: float | None = None) -> None:
+                                       first_visit_at: float | None = None,
+                                       lastmod: LastmodStats | None = None) -> None:
         """The recrawl schedule in url_state and due_put(next_visit_at, ...) in one request (an unlogged
-        batch of idempotent upserts). Not atomic: either part may land without the other. ``visits`` and
-        ``first_visit_at``: the visit history the change-rate estimator reads back (sched_visits,
-        sched_first_at)."""
+        batch of idempotent upserts). Not atomic: either part may land without the other. ``visits``,
+        ``first_visit_at`` and ``lastmod``: the visit history the change-rate estimator reads back
+        (sched_visits, sched_first_at, lm_*; None writes no dated visits)."""
     async def due_put(self, next_visit_at: float, host: str, url_fp: int, url: str, depth: int = 0) -> None:
         """File a visit under the host's partition (see due_range)."""
     async def due_range(self, start: float, end: float, limit: int,
@@ -261,6 +281,6 @@ class CrawlState(FrontierState, FetcherState, DedupState, RecrawlState, Protocol
 
 __all__ = [
     "CrawlState", "DedupState", "DueRow", "FetchOutcome", "FetcherState", "FrontierState", "HostOverride", "HostReader",
-    "HostState", "LeaseMarks", "LeaseReader", "OverridesReader", "PartitionSummary", "PausesReader", "QueueKey",
-    "QueuedUrl", "RecrawlState", "RobotsState", "UrlReader", "UrlState",
+    "HostState", "LastmodStats", "LeaseMarks", "LeaseReader", "OverridesReader", "PartitionSummary", "PausesReader",
+    "QueueKey", "QueuedUrl", "RecrawlState", "RobotsState", "UrlReader", "UrlState",
 ]

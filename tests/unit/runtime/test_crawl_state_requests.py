@@ -12,7 +12,7 @@ from streamcrawl_core.neardup import index_keys
 from streamcrawl_core.partition import partition_for
 from streamcrawl_core.simhash import to_signed64
 from streamcrawl_runtime.cassandra_state import CassandraCrawlState
-from streamcrawl_runtime.ports.state import UrlState
+from streamcrawl_runtime.ports.state import LastmodStats, UrlState
 
 from .fake_session import Batch, FakeSession
 
@@ -75,13 +75,16 @@ def test_host_politeness_and_finish_is_one_batch_of_the_three_writes() -> None:
 def test_url_put_schedule_and_due_is_one_batch_of_the_schedule_and_the_due_row() -> None:
     state, session, batches = recording_state()
     asyncio.run(state.url_put_schedule_and_due("a.test", 7, "http://a.test/p", 2, 86400.0, 1_700_007_200.0, 1,
-                                               1_700_000_000.0, "h1", 3, 1_699_000_000.0))
+                                               1_700_000_000.0, "h1", 3, 1_699_000_000.0,
+                                               LastmodStats(2, 1, 5400.0, 1)))
     assert session.executed == []
     [[(sched, sp), (due, dp)]] = batches
     assert sched == ("UPDATE url_state SET change_interval_s = ?, next_visit_at = ?, change_count = ?,"
-                     " last_changed_at = ?, sched_hash = ?, sched_visits = ?, sched_first_at = ?"
+                     " last_changed_at = ?, sched_hash = ?, sched_visits = ?, sched_first_at = ?,"
+                     " lm_visits = ?, lm_changes = ?, lm_exposure_s = ?, lm_conflicts = ?"
                      " WHERE host = ? AND url_fp = ?")
-    assert sp[0] == 86400.0 and sp[2:5] == (1, sp[3], "h1") and sp[5] == 3 and sp[7:] == ("a.test", 7)
+    assert sp[0] == 86400.0 and sp[2:5] == (1, sp[3], "h1") and sp[5] == 3 and sp[11:] == ("a.test", 7)
+    assert sp[7:11] == (2, 1, 5400.0, 1)  # the dated-visit statistics (0041)
     assert sp[1].timestamp() == 1_700_007_200.0 and sp[6].timestamp() == 1_699_000_000.0
     # the due row goes under the host's Kafka partition and the hour (0040: no hot partition per hour)
     assert due.startswith("INSERT INTO due_by_part (part, bucket, next_visit_at, host, url_fp, url, depth)")
@@ -99,3 +102,11 @@ def test_due_range_reads_only_the_owned_partitions_hours() -> None:
     assert keys == [(2, 200), (2, 201), (5, 200), (5, 201)]
     assert all(stmt.startswith("SELECT next_visit_at, host, url_fp, url, depth FROM due_by_part WHERE part = ?")
                for stmt, _ in session.executed)
+
+
+def test_url_put_sitemap_lastmod_is_one_upsert_of_the_column() -> None:
+    state, session, batches = recording_state()
+    asyncio.run(state.url_put_sitemap_lastmod("a.test", 7, 1_700_000_000.0))
+    [(stmt, params)] = session.executed + [w for b in batches for w in b]
+    assert stmt == "UPDATE url_state SET sitemap_lastmod = ? WHERE host = ? AND url_fp = ?"
+    assert params[0].timestamp() == 1_700_000_000.0 and params[1:] == ("a.test", 7)

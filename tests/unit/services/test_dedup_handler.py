@@ -723,3 +723,26 @@ def test_sitemap_entries_are_candidates_and_a_newer_lastmod_refreshes_a_known_pa
     assert [m.url for m in refresh] == [known]  # the sitemap says it changed after our fetch at T0
     fresh = [o.value for o in outs if o.topic == URLS and o.value.kind == "discovery"]
     assert [m.url for m in fresh] == ["http://s.test/new"]
+
+
+def test_a_known_pages_sitemap_lastmod_is_recorded_for_the_recrawl_estimator() -> None:
+    rig = Rig()
+    known = "http://s.test/known"
+    rig.cand(known)
+    rig.page(known, "k" * 64, at=T0)
+
+    def listed(lastmod: float) -> None:
+        cands = UrlCandidates(host="s.test", depth=1, source_url="http://s.test/sitemap.xml", urls=[known],
+                              url_fps=[url_fingerprint(known)], lastmods=[lastmod])
+        rig.run(rig.h.handle(rec("s.test"), cands))
+
+    listed(T0 - 500)  # older than the fetch: no refresh, but the date is what the estimator needs
+    assert rig.url_state(known).sitemap_lastmod == T0 - 500
+    listed(T0 - 900)  # an older date from another sitemap does not move it back
+    assert rig.url_state(known).sitemap_lastmod == T0 - 500
+    listed(4_000_000_000.0)  # years in the future: not recorded
+    assert rig.url_state(known).sitemap_lastmod == T0 - 500
+    listed(T0 + 100)
+    assert rig.url_state(known).sitemap_lastmod == T0 + 100
+    writes = [c for c in rig.state.calls if c[0] == "url_put_sitemap_lastmod"]
+    assert len(writes) == 2  # only when the date moves forward

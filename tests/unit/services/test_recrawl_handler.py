@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from email.utils import formatdate
 from typing import Any
 
 import pytest
@@ -376,3 +377,48 @@ def test_a_scan_reads_only_the_owned_partitions() -> None:
     asyncio.run(state.due_put(T0, mine, 1, f"http://{mine}/"))
     asyncio.run(state.due_put(T0, other, 2, f"http://{other}/"))
     assert [o.value.host for o in asyncio.run(h.tick(T0 + 1))] == [mine]
+
+
+# ------------------------------------------------------------------ known modification times (0041)
+
+def _dated_visits(h: RecrawlHandler, state: MemoryCrawlState, n: int, last_modified: bool,
+                  gap: float = 100.0) -> list[float]:
+    """A page with a new body at every visit, changed 5 s before it (said by its Last-Modified header when
+    ``last_modified``); the delay filed after each visit."""
+    delays = []
+    for i in range(n):
+        at = T0 + i * gap
+        lm = formatdate(at - 5.0, usegmt=True) if last_modified else None
+        res = FetchResult(url=URL, host="a.test", url_fp=FP, lease_id="L", outcome="fetched", depth=2,
+                          kind="discovery" if i == 0 else "refresh", status=200, started_at=at,
+                          content_hash=f"v{i}", last_modified=lm)
+        asyncio.run(h.handle(Record("t", partition_for("a.test", 8), 0, "a.test", b""), res))
+        delays.append(state.urls[("a.test", FP)].change_interval_s)
+    return delays
+
+
+def test_last_modified_feeds_the_change_rate_estimator() -> None:
+    import math
+    dated_state, plain_state = MemoryCrawlState(partitions=8), MemoryCrawlState(partitions=8)
+    dated = _dated_visits(RecrawlHandler(dated_state, RATE_CFG, partitions=8), dated_state, 5, True)
+    plain = _dated_visits(RecrawlHandler(plain_state, RATE_CFG, partitions=8), plain_state, 5, False)
+    st = dated_state.urls[("a.test", FP)]
+    assert (st.lm_visits, st.lm_changes, st.lm_exposure_s, st.lm_conflicts) == (4, 4, 20.0, 0)
+    # 4 changes each 5 s old: rate = (4 - 1) / 20 s, interval 6.7 s, clamped to the 10 s minimum; the visit
+    # history alone sees 4 of 4 visits changed: -ln(0.5 / 4.5) / 100 s
+    assert dated[-1] == RATE_CFG.min_interval_s
+    assert plain[-1] == pytest.approx(100.0 / math.log(9.0))
+    assert plain_state.urls[("a.test", FP)].lm_visits == 0
+
+
+def test_a_sitemap_lastmod_stands_in_for_a_missing_last_modified_and_a_replay_counts_once() -> None:
+    state = MemoryCrawlState(partitions=8)
+    h = RecrawlHandler(state, RATE_CFG, partitions=8)
+    _dated_visits(h, state, 1, False)  # the first visit at T0
+    asyncio.run(state.url_put_sitemap_lastmod("a.test", FP, T0 + 60.0))  # dedup: a sitemap says T0 + 60
+    res = FetchResult(url=URL, host="a.test", url_fp=FP, lease_id="L", outcome="fetched", depth=2, kind="refresh",
+                      status=200, started_at=T0 + 100.0, content_hash="v1")
+    for _ in range(2):  # the second is a replay of the same fetch
+        asyncio.run(h.handle(Record("t", partition_for("a.test", 8), 0, "a.test", b""), res))
+    st = state.urls[("a.test", FP)]
+    assert (st.lm_visits, st.lm_changes, st.lm_exposure_s, st.sched_visits) == (1, 1, 40.0, 2)

@@ -83,6 +83,19 @@ def interrupted_fetch_s(started_at: float, now: float) -> float:
     return max(0.0, now - started_at)
 
 
+def interrupted_delay_basis(elapsed_s: float, last_fetch_s: float | None) -> float:
+    """The fetch time the 10x politeness rule counts for a request whose outcome was lost, ``elapsed_s``
+    after it started. The host is free for certain once its fetcher is gone (the connection closed with
+    it), and the delay runs from then; how slow the host is shows in its last known fetch, not in how long
+    the crawler took to notice the crash (a session timeout and a rebalance: tens of seconds, which as a
+    fetch time held hosts back for minutes after a kill -9). Without a known fetch the elapsed time counts,
+    as before; never more than it."""
+    elapsed_s = max(0.0, elapsed_s)
+    if last_fetch_s is None or last_fetch_s < 0:
+        return elapsed_s
+    return min(elapsed_s, last_fetch_s)
+
+
 @dataclass(frozen=True)
 class Extend:
     """Keep the lease in force until ``until``: its started request may still run."""

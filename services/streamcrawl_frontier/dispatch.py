@@ -139,6 +139,8 @@ class FrontierDispatch(FrontierResults):
                 continue
             snap = fr.host_snapshot(item.host)
             not_before = max(item.not_before, snap.next_allowed_at if snap else 0.0)
+            log.debug("leased", extra={"url": item.url, "lease": lease.lease_id, "partition": lease.part,
+                                       "not_before": round(not_before, 3)})
             out.append(Output(FETCH_REQUESTS, item.host, FetchRequest(
                 url=item.url, host=item.host, url_fp=meta.url_fp, depth=meta.depth, kind=item.kind,
                 lease_id=lease.lease_id, lease_expires_at=lease.expires_at,
@@ -170,6 +172,8 @@ class FrontierDispatch(FrontierResults):
                 continue
             self.leases.end(host, lease.lease_id)
             EXPIRED.inc()
+            log.debug("lease expired", extra={"url": lease.url, "lease": lease.lease_id,
+                                              "decision": type(decision).__name__})
             restored = self.restored.get(host)
             if restored is not None and restored[0] == lease.lease_id:
                 del self.restored[host]  # a rebuilt host's stand-in lease: no result will replace it now

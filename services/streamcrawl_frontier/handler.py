@@ -8,6 +8,7 @@ Cassandra on assignment, with a bounded part of it in memory (streamcrawl_fronti
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from prometheus_client import Counter
@@ -23,6 +24,7 @@ from streamcrawl_runtime.ports.state import QueuedUrl
 from streamcrawl_frontier.dispatch import FrontierDispatch
 from streamcrawl_frontier.shards import UrlMeta
 
+log = logging.getLogger("streamcrawl.frontier")
 REROUTED = Counter("streamcrawl_frontier_rerouted_total", "Seeds that arrived on the wrong partition")
 REPLAY_DROPPED = Counter("streamcrawl_frontier_replay_dropped_total",
                          "Discoveries re-sent by dedup after a crash for URLs already finished")
@@ -67,6 +69,8 @@ class FrontierHandler(FrontierDispatch):
                 return
         if fr.is_known(msg.url):
             return  # queued or in flight here already: its durable row exists
+        log.debug("queued", extra={"url": msg.url, "kind": msg.kind, "replayed": msg.replayed,
+                                   "partition": part, "offset": record.offset})
         now = self.clock()
         chain = tuple(msg.redirect_chain)
         item = QueuedUrl(part, msg.host, msg.url_fp, msg.url, msg.priority, msg.kind, msg.not_before, msg.depth, now,

@@ -4,14 +4,18 @@ soft-404 probe, interrupted and stale results, and finishing URLs (the durable r
 
 from __future__ import annotations
 
+import logging
+
 from prometheus_client import Counter
 from streamcrawl_contracts.messages import FetchResult
 from streamcrawl_core.frontier import Frontier
+from streamcrawl_core.lease import interrupted_delay_basis
 
 from streamcrawl_frontier.shards import FrontierShards, UrlMeta
 
 INTERRUPTED = Counter("streamcrawl_frontier_interrupted_total",
                       "Results of requests cut short by a fetcher's crash: URL re-queued, host held back")
+log = logging.getLogger("streamcrawl.frontier")
 RETRIED = Counter("streamcrawl_frontier_retried_total", "Fetches re-queued after 429/503 or a network error")
 
 #: Outcomes worth another try: the host asked us to slow down (429/503) or did not answer. Other 4xx/5xx
@@ -49,6 +53,11 @@ class FrontierResults(FrontierShards):
         # the exchange only when a later write of its own fails, after we saw it; the 10x rule multiplies
         # that difference (seen on a 12 MB page: 0.49 s in the host's log, ~0.4 s here). Count it twice.
         fetch_s = res.fetch_s * 2.0 if res.truncated else res.fetch_s
+        if log.isEnabledFor(logging.DEBUG):
+            live = self.leases.get(res.host)
+            log.debug("result", extra={"url": res.url, "lease": res.lease_id, "outcome": res.outcome,
+                                       "live_lease": live.lease_id if live else None,
+                                       "restored": res.host in self.restored, "known": fr.is_known(res.url)})
         if self.leases.end(res.host, res.lease_id) is not None:
             if res.outcome == "lease_expired":
                 fr.release(res.host, res.url, now)
@@ -137,7 +146,11 @@ class FrontierResults(FrontierShards):
     async def hold(self, fr: Frontier, host: str, leased_url: str | None, end: float, fetch_s: float) -> None:
         """A request to ``host`` whose outcome is unknown may have run for ``fetch_s`` until ``end``: the
         leased URL (if any) goes back to its place, the host waits the 10x delay of such a fetch, and the
-        timer is written (which also ends the lease in host_state)."""
+        timer is written (which also ends the lease in host_state). The 10x rule counts the host's last
+        known fetch time, not ``fetch_s``, when that is shorter (`interrupted_delay_basis`)."""
+        hs = await self.state.host_get(host)  # a rare path: its last known fetch time is read when needed
+        last = hs.last_fetch_ms / 1000.0 if hs is not None and hs.last_fetch_ms is not None else None
+        fetch_s = interrupted_delay_basis(fetch_s, last)
         if leased_url is not None:
             fr.release(host, leased_url, end, fetch_s=fetch_s)
         nxt = fr.hold(host, end, fetch_s)  # after a release a no-op that returns the timer it set

@@ -13,6 +13,7 @@ from streamcrawl_core.lease import (
     Release,
     Replay,
     grant,
+    interrupted_delay_basis,
     interrupted_fetch_s,
     may_send,
     on_expiry,
@@ -52,6 +53,13 @@ def test_may_send_guard() -> None:
 
 def test_interrupted_fetch_s_is_never_negative() -> None:
     assert interrupted_fetch_s(10.0, 14.5) == 4.5 and interrupted_fetch_s(10.0, 9.0) == 0.0
+
+
+def test_an_interrupted_request_counts_the_hosts_last_known_fetch_time_for_the_10x_rule() -> None:
+    assert interrupted_delay_basis(26.0, 0.2) == 0.2  # a crash noticed 26 s later: the host is not slow
+    assert interrupted_delay_basis(26.0, None) == 26.0  # nothing known: the elapsed time, as before
+    assert interrupted_delay_basis(0.5, 3.0) == 0.5  # never more than the request can have lasted
+    assert interrupted_delay_basis(-1.0, 3.0) == 0.0 and interrupted_delay_basis(4.0, -1.0) == 4.0
 
 
 @pytest.mark.parametrize(("marks", "now", "decision"), [

@@ -375,6 +375,23 @@ def test_interrupted_request_requeues_the_url_and_holds_the_host_ten_times_as_lo
     assert (part(A), A, req.url_fp) not in rig.state.queue
 
 
+def test_interrupted_request_of_a_host_with_a_known_fetch_time_waits_ten_times_that_from_now(clock: Clock) -> None:
+    """After a kill -9 the replay reports `interrupted` 26 s after the request started (the session timeout
+    and the rebalance, not the host, took that long). The host answered its last page in 0.2 s: it waits
+    the usual delay, max(1 s, 10 x 0.2 s), from now, not 260 s."""
+    rig = Rig(clock)
+    for i in range(1, 4):
+        rig.url(f"http://a.test/{i}", priority=4 + i)
+    [first] = rig.tick(T0)
+    rig.result(first, T0 + 1, fetch_s=0.2)
+    [req] = rig.tick(T0 + 3)
+    rig.result(req, T0 + 30, outcome="interrupted", status=None, fetch_s=26.0, ended_at=T0 + 30)
+    hs = rig.state.hosts[A]
+    assert hs.next_allowed_at == pytest.approx(T0 + 32, abs=1e-6) and hs.last_fetch_ms == pytest.approx(200.0)
+    [again] = rig.tick(T0 + 32)
+    assert again.url == req.url
+
+
 def test_interrupted_result_of_a_pre_restart_lease_holds_the_host_and_keeps_the_url(clock: Clock) -> None:
     rig, state, req = _rebuilt_with_live_lease(clock)
     # the rebuilt frontier blocked the host until the lease's expiry (T0 + 50): the hold is later still

@@ -5,15 +5,12 @@ ground truth, never from the crawler's word.
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer
-from streamcrawl_contracts.topics import PAGE_FETCHED
 from streamcrawl_core.traps import SOFT404_PROBE_PREFIX
 from streamcrawl_launcher.crawl import Crawl, CrawlOptions
 from streamcrawl_runtime.connect import minio_client
@@ -23,6 +20,7 @@ from streamcrawl_synthweb.log import LogEntry, load_log, politeness_violations, 
 from streamcrawl_synthweb.model import PROFILES, TEMPLATE_PAGES
 from streamcrawl_synthweb.truth import normalize_url
 
+from tests.e2e.page_fetched import read_page_fetched
 from tests.e2e.warc_check import check_warc
 
 pytestmark = pytest.mark.e2e
@@ -44,23 +42,6 @@ ENV = {
 
 def _url(e: LogEntry) -> str:
     return normalize_url(f"http://{e.host}:{e.port}{e.path}")
-
-
-def _page_fetched(stack_bootstrap: str, want: int) -> list[dict]:
-    c = Consumer({"bootstrap.servers": stack_bootstrap, "group.id": f"e2e-{time.time()}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    c.subscribe([PAGE_FETCHED.name])
-    out: list[dict] = []
-    deadline = time.time() + 30
-    idle = 0
-    while time.time() < deadline and idle < 6:
-        msgs = c.consume(500, 0.5)
-        idle = 0 if msgs else idle + 1
-        out.extend(json.loads(m.value()) for m in msgs if m.error() is None)
-        if len(out) >= want and not msgs:
-            break
-    c.close()
-    return out
 
 
 def run_crawl(workdir: Path, kill_midway: bool = False) -> tuple[Crawl, list[LogEntry], float | None]:
@@ -179,7 +160,7 @@ def check_redirect_states(crawl: Crawl) -> None:
 def check_published(crawl: Crawl, entries: list[LogEntry]) -> list[dict]:
     web = generate(crawl.opt.hosts, crawl.opt.web_seed, PROFILES["fast"], port=crawl.opt.http_port)
     truth = web.ground_truth(crawl.manifest["seeds"], trap_budget=TRAP_BUDGET)
-    msgs = _page_fetched(crawl.settings.kafka_bootstrap, len(truth.pages) // 2)
+    msgs = read_page_fetched(crawl.settings.kafka_bootstrap, "e2e", want=len(truth.pages) // 2)
     urls = Counter(m["url"] for m in msgs)
     assert msgs, "no page_fetched messages"
     # every published page was really served with a 200 by the web (its own log says so)...
@@ -248,6 +229,6 @@ def test_crawl_survives_kill_9(tmp_path: Path) -> None:
     stats = check_guarantees(crawl, entries, 0.05, probes_per_host=2, killed_at=killed_at)
     # the WARC writer was killed too: its files still hold every fetch once, and each page_fetched points
     # at a record that is there
-    msgs = _page_fetched(crawl.settings.kafka_bootstrap, 1)
+    msgs = read_page_fetched(crawl.settings.kafka_bootstrap, "e2e", want=1)
     stats.update(check_archive(crawl, msgs, tmp_path))
     print("e2e kill -9 run:", stats)

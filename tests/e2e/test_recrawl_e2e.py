@@ -5,7 +5,6 @@ judged from the web server's own log; the intervals from the scheduler's rows in
 
 from __future__ import annotations
 
-import json
 import time
 from collections import defaultdict
 from itertools import pairwise
@@ -13,8 +12,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from confluent_kafka import Consumer
-from streamcrawl_contracts.topics import PAGE_FETCHED
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.recrawl import importance_from_depth
 from streamcrawl_launcher.crawl import Crawl, CrawlOptions
@@ -23,6 +20,8 @@ from streamcrawl_synthweb.generator import generate
 from streamcrawl_synthweb.log import LogEntry, load_log, politeness_violations
 from streamcrawl_synthweb.model import PROFILES
 from streamcrawl_synthweb.truth import normalize_url
+
+from tests.e2e.page_fetched import read_page_fetched
 
 pytestmark = pytest.mark.e2e
 
@@ -43,21 +42,6 @@ ENV = {
 
 def _url(e: LogEntry) -> str:
     return normalize_url(f"http://{e.host}:{e.port}{e.path}")
-
-
-def _published(bootstrap: str) -> list[dict]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"e2e-recrawl-{time.time()}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    c.subscribe([PAGE_FETCHED.name])
-    out: list[dict] = []
-    idle = 0
-    deadline = time.time() + 30
-    while idle < 6 and time.time() < deadline:
-        msgs = c.consume(500, 0.5)
-        idle = 0 if msgs else idle + 1
-        out.extend(json.loads(m.value()) for m in msgs if m.error() is None)
-    c.close()
-    return out
 
 
 @pytest.mark.timeout(600)
@@ -128,7 +112,7 @@ def test_recrawl_cycles_with_conditional_gets(tmp_path: Path) -> None:
         session.close()
 
     # changed bodies are published again, with changed=true; unchanging pages only once
-    msgs = _published(crawl.settings.kafka_bootstrap)
+    msgs = read_page_fetched(crawl.settings.kafka_bootstrap, "e2e-recrawl")
     changed = {m["url"] for m in msgs if m["changed"]}
     assert changed and all(kinds[urlsplit(u).hostname or ""] == "changing" for u in changed)
     once = defaultdict(int)

@@ -6,18 +6,16 @@ damage and nothing breaks."""
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer
-from streamcrawl_contracts.topics import PAGE_FETCHED
 from streamcrawl_launcher.crawl import Crawl, CrawlOptions
 from streamcrawl_synthweb import sitemaps
 from streamcrawl_synthweb.generator import generate
 from streamcrawl_synthweb.log import load_log, politeness_violations
 from streamcrawl_synthweb.model import PROFILES
+
+from tests.e2e.page_fetched import read_page_fetched
 
 pytestmark = pytest.mark.e2e
 
@@ -64,15 +62,6 @@ def test_sitemaps_are_found_fetched_politely_and_followed(tmp_path: Path) -> Non
         first = min((e for e in entries if e.host == h.name), key=lambda e: e.start)
         assert first.path == "/robots.txt", (h.name, first.path)
     # sitemaps are no pages: never published
-    c = Consumer({"bootstrap.servers": crawl.settings.kafka_bootstrap, "group.id": f"e2e-sm-{time.time()}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    c.subscribe([PAGE_FETCHED.name])
-    urls: list[str] = []
-    idle = 0
-    while idle < 6:
-        msgs = c.consume(500, 0.5)
-        idle = 0 if msgs else idle + 1
-        urls.extend(json.loads(m.value())["url"] for m in msgs if m.error() is None)
-    c.close()
+    urls = [m["url"] for m in read_page_fetched(crawl.settings.kafka_bootstrap, "e2e-sm", timeout_s=None)]
     assert urls and not [u for u in urls if u.endswith((".xml", ".xml.gz", ".txt", ".rss"))]
     assert any("/orphan/" in u for u in urls)

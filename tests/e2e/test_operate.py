@@ -50,7 +50,8 @@ def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 90.0, every
 def crawl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Crawl]:
     workdir = tmp_path_factory.mktemp("operate")
     c = Crawl(CrawlOptions(workdir=workdir, hosts=HOSTS, web_seed=5, with_control=True, control_port=CONTROL_PORT,
-                           log_level="WARNING", synthweb_args=["--profile", "polite"],
+                           log_level=os.environ.get("OPERATE_LOG_LEVEL", "WARNING"),
+                           synthweb_args=["--profile", "polite"],
                            extra_env={"STREAMCRAWL_CONTROL_SAMPLE_EVERY_S": "1"}))
     c.start()
     try:
@@ -79,6 +80,19 @@ def cli(c: Crawl, *args: str) -> subprocess.CompletedProcess[str]:
 
 def host_of(url: str) -> str:
     return url.split("/")[2].split(":")[0]
+
+
+def new_seeds(c: Crawl, start: int, n: int, tag: str) -> list[str]:
+    """Seeds nothing has reached yet: the home page of an unseeded host no request has gone to (the
+    crawl follows cross links from the seeded hosts, so on a fast run it may have reached them all), or
+    else ``n`` pages of such a host that no page links to (new to the seen-set: the host gets work)."""
+    reached = {e.host for e in load_log(c.workdir / "requests.jsonl")}
+    seeds = c.manifest["seeds"][start:]
+    for s in seeds:
+        if host_of(s) not in reached:
+            return [s]
+    root = seeds[-1].rstrip("/")
+    return [f"{root}/e2e-{tag}-{i}.html" for i in range(n)]
 
 
 def test_cli_seed_stats_host_block_and_exit_codes(crawl: Crawl) -> None:
@@ -138,7 +152,7 @@ def test_pause_and_resume_are_applied_by_the_frontier(crawl: Crawl) -> None:
     assert quiet == [], f"{len(quiet)} requests while paused, first {quiet[0]}"
     assert _get(crawl, "/v1/stats").json()["frontier"]["paused_all"] is True
     # A host seeded while paused waits too, and is crawled once resumed.
-    fresh = crawl.manifest["seeds"][HOSTS * 2 // 3 + 1]
+    fresh = new_seeds(crawl, HOSTS * 2 // 3 + 1, 1, "paused")[0]
     assert cli(crawl, "seed", fresh).returncode == 0
     time.sleep(3.0)
     assert [e for e in load_log(log) if e.start > paused_at + PAUSE_GRACE_S] == []
@@ -146,7 +160,8 @@ def test_pause_and_resume_are_applied_by_the_frontier(crawl: Crawl) -> None:
     assert res.returncode == 0 and "crawl running" in res.stdout
     resumed_at = time.time()
     wait_for("requests after the resume", lambda: [e for e in load_log(log) if e.start > resumed_at], 30)
-    wait_for("the host seeded while paused", lambda: [e for e in load_log(log) if e.host == host_of(fresh)], 30)
+    wait_for("the host seeded while paused",
+             lambda: [e for e in load_log(log) if e.host == host_of(fresh) and e.start > resumed_at], 30)
 
 
 def _browser(tmp: Path) -> Any:
@@ -176,9 +191,10 @@ def test_dashboard_in_a_real_browser(crawl: Crawl, tmp_path: Path) -> None:
         wait_for("the live chart", lambda: find(By.CSS_SELECTOR, "#chart polyline").get_attribute("points"), 30)
         assert "pages/s" in find(By.ID, "rate-now").text
         # A seed of a host nobody has seeded yet: accepted, then the host appears among the busiest.
-        seed = crawl.manifest["seeds"][-1]
-        host = host_of(seed)
-        find(By.ID, "seed-urls").send_keys(seed)
+        # several pages when the host has been reached already: it stays queued long enough to be listed
+        seeds = new_seeds(crawl, HOSTS * 2 // 3, 8, "dashboard")
+        host = host_of(seeds[0])
+        find(By.ID, "seed-urls").send_keys("\n".join(seeds))
         find(By.ID, "seed-submit").click()
         wait_for("the seed accepted", lambda: "accepted" in find(By.ID, "seed-result").text, 20)
         def busiest() -> list[str]:

@@ -139,8 +139,9 @@ class FrontierDispatch(FrontierResults):
                 continue
             snap = fr.host_snapshot(item.host)
             not_before = max(item.not_before, snap.next_allowed_at if snap else 0.0)
-            log.debug("leased", extra={"url": item.url, "lease": lease.lease_id, "partition": lease.part,
-                                       "not_before": round(not_before, 3)})
+            if log.isEnabledFor(logging.DEBUG):  # per lease: nothing is built when debug is off
+                log.debug("leased", extra={"url": item.url, "lease": lease.lease_id, "partition": lease.part,
+                                           "not_before": round(not_before, 3)})
             out.append(Output(FETCH_REQUESTS, item.host, FetchRequest(
                 url=item.url, host=item.host, url_fp=meta.url_fp, depth=meta.depth, kind=item.kind,
                 lease_id=lease.lease_id, lease_expires_at=lease.expires_at,

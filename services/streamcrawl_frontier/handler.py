@@ -69,8 +69,9 @@ class FrontierHandler(FrontierDispatch):
                 return
         if fr.is_known(msg.url):
             return  # queued or in flight here already: its durable row exists
-        log.debug("queued", extra={"url": msg.url, "kind": msg.kind, "replayed": msg.replayed,
-                                   "partition": part, "offset": record.offset})
+        if log.isEnabledFor(logging.DEBUG):  # per URL: nothing is built when debug is off
+            log.debug("queued", extra={"url": msg.url, "kind": msg.kind, "replayed": msg.replayed,
+                                       "partition": part, "offset": record.offset})
         now = self.clock()
         chain = tuple(msg.redirect_chain)
         item = QueuedUrl(part, msg.host, msg.url_fp, msg.url, msg.priority, msg.kind, msg.not_before, msg.depth, now,

@@ -13,6 +13,7 @@ from streamcrawl_runtime.acsylla_session import AcsyllaSession, BlockingSession
 from streamcrawl_runtime.cassandra_state import CassandraCrawlState
 from streamcrawl_runtime.health import Check
 from streamcrawl_runtime.ports.cql import CqlSession
+from streamcrawl_runtime.s3_async import AsyncS3Put
 from streamcrawl_runtime.s3_blobs import S3BlobStore
 from streamcrawl_runtime.settings import StackSettings
 
@@ -47,7 +48,12 @@ def minio_client(settings: StackSettings) -> Minio:
 
 
 def blob_store(settings: StackSettings) -> S3BlobStore:
-    return S3BlobStore(minio_client(settings), settings.s3_bucket)
+    """The page store. Pages stored from the event loop (`astore_page`) go through AsyncS3Put, path-style,
+    except on AWS endpoints, where minio picks the URL style and they keep going through it."""
+    aws = settings.s3_endpoint.split(":", 1)[0].endswith("amazonaws.com")
+    aput = None if aws else AsyncS3Put(settings.s3_endpoint, settings.s3_access_key, settings.s3_secret_key,
+                                       settings.s3_region, settings.s3_secure)
+    return S3BlobStore(minio_client(settings), settings.s3_bucket, aput=aput)
 
 
 def cassandra_check(session: CqlSession) -> Check:

@@ -76,7 +76,7 @@ async def classify(req: FetchRequest, resp: HttpResponse, fetch_s: float, ended:
                 SOFT404.inc()
                 return result("soft_404", content_length=len(resp.body), truncated=resp.truncated, **common)
         # Stored before the result is emitted: a fetched result (and page_fetched) promises the blob.
-        stored = await asyncio.to_thread(blobs.store_page, resp.body)
+        stored = await blobs.astore_page(resp.body)
         if stored.new:
             STORED_BYTES.inc(len(resp.body))
         # A small body also rides along in the result, so the parser need not read it back.

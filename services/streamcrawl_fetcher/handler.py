@@ -323,7 +323,7 @@ class FetcherHandler(StatelessHandler):
         stored = None
         if with_body:
             try:
-                stored = await asyncio.to_thread(self.blobs.store_page, resp.body)
+                stored = await self.blobs.astore_page(resp.body)
             except Exception as exc:
                 OWN_BODY_STORE_FAILURES.inc()
                 log.warning("archived without its body", extra={"url": url, "error": repr(exc)[:300]})

@@ -56,6 +56,7 @@ def build(settings: FetcherSettings) -> Wiring:
 
     async def close() -> None:
         await handler.http.aclose()
+        await blobs.aclose()
 
     # mark_fresh: the handler skips its lease read for requests produced after it took their partition.
     return Wiring(handler, {FETCH_REQUESTS.name: FetchRequest},

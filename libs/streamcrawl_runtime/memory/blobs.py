@@ -26,6 +26,9 @@ class MemoryBlobStore:
         self.objects[key] = data
         return StoredPage(digest, key, True, data)
 
+    async def astore_page(self, body: bytes) -> StoredPage:
+        return self.store_page(body)
+
     def get_page(self, key: str) -> bytes:
         return decode_page(self.objects[key])
 

@@ -41,6 +41,10 @@ class BlobStore(Protocol):
         """Store a body like put_page, and also return its stored form."""
         ...
 
+    async def astore_page(self, body: bytes) -> StoredPage:
+        """store_page from the event loop (the same object stored; no blocking call on the loop)."""
+        ...
+
     def get_page(self, key: str) -> bytes:
         """The decompressed body; KeyError if absent."""
         ...

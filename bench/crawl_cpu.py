@@ -18,6 +18,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 INFRA_PIDFILES = {"kafka": "kafka.pid", "cassandra": "cassandra.pid", "versitygw": "s3.pid"}
+#: The 3-node profile's pid files (stack/stack_cluster.py): one per Kafka and Cassandra node.
+CLUSTER_PIDFILES = {f"{engine}-{i}": f"{engine}-{i}.pid" for engine in ("kafka", "cassandra") for i in (1, 2, 3)}
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 #: Each service's default metrics port (its settings class's DEFAULT_METRICS_PORT).
 METRICS_PORTS = {"frontier": 9101, "fetcher": 9102, "parser": 9103, "dedup": 9104, "recrawl": 9105}
@@ -121,10 +123,11 @@ def read_pidfile(path: Path) -> int | None:
 
 
 def infra_pids(run_dir: Path | None = None) -> dict[str, int]:
-    """The local stack's Kafka, Cassandra and versitygw pids (only those alive)."""
+    """The local stack's Kafka, Cassandra and versitygw pids (only those alive); on the 3-node profile
+    every node's (``kafka-1`` ... ``cassandra-3``)."""
     run_dir = stack_run_dir() if run_dir is None else run_dir
     out = {}
-    for name, fname in INFRA_PIDFILES.items():
+    for name, fname in {**INFRA_PIDFILES, **CLUSTER_PIDFILES}.items():
         pid = read_pidfile(run_dir / fname)
         if pid is not None:
             out[name] = pid

@@ -88,6 +88,14 @@ def test_infra_pids_reads_pidfiles_of_live_processes_only(tmp_path: Path) -> Non
     assert cb.infra_pids(tmp_path) == {"kafka": os.getpid()}
 
 
+def test_infra_pids_reads_every_node_of_the_cluster_profile(tmp_path: Path) -> None:
+    for name in ("kafka-1", "kafka-3", "cassandra-2", "s3"):
+        (tmp_path / f"{name}.pid").write_text(f"{os.getpid()}\n")
+    (tmp_path / "kafka-2.pid").write_text(f"{2**22 + 7}\n")
+    assert cb.infra_pids(tmp_path) == {"kafka-1": os.getpid(), "kafka-3": os.getpid(),
+                                       "cassandra-2": os.getpid(), "versitygw": os.getpid()}
+
+
 def test_machine_busy_is_monotonic() -> None:
     a = cb.machine_busy_s()
     b = cb.machine_busy_s()

@@ -148,12 +148,7 @@ class Crawl:
         self.started_at = time.time()
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self.opt.fresh:
-            session = blocking_cql_session(self.settings)
-            try:
-                reset_crawl(self.settings.kafka_bootstrap, session, minio_client(self.settings),
-                            self.settings.s3_bucket, self.settings.partitions)
-            finally:
-                session.close()
+            self.reset()
         if self.opt.synthweb:
             self._start_synthweb()
         for name in SERVICES:
@@ -161,6 +156,18 @@ class Crawl:
                 self.start_service(name, i)
         if self.opt.with_control:
             self.start_control()
+
+    def reset(self) -> None:
+        """A crawl from nothing on the stack of ``settings`` (reset_crawl), its topics created as provisioning
+        creates them (the settings' replication factor and min.insync.replicas)."""
+        session = blocking_cql_session(self.settings)
+        try:
+            reset_crawl(self.settings.kafka_bootstrap, session, minio_client(self.settings),
+                        self.settings.s3_bucket, self.settings.partitions,
+                        replication_factor=self.settings.kafka_replication_factor,
+                        min_insync_replicas=self.settings.kafka_min_insync_replicas)
+        finally:
+            session.close()
 
     def start_control(self) -> None:
         """The control plane on 127.0.0.1:control_port, with a fresh API token in workdir/control.token (read

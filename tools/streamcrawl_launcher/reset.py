@@ -19,10 +19,12 @@ CRAWL_TABLES = ("url_state", "host_state", "frontier_host_queue", "frontier_host
 
 
 def reset_crawl(bootstrap: str, session: BlockingSession, client: Minio, bucket: str, partitions: int,
-                timeout_s: float = 60.0) -> None:
+                timeout_s: float = 60.0, replication_factor: int = 1, min_insync_replicas: int = 1) -> None:
     """Start a crawl from nothing: recreate every topic, drop the streamcrawl-* consumer groups, truncate the
     crawl tables and remove the Bloom snapshots. Used by `make run` (bundled web) and the e2e tests, never
-    by the services. The control-plane tables (blocklist, host_overrides) are kept."""
+    by the services. The control-plane tables (blocklist, host_overrides) are kept. The topics are created
+    as provisioning creates them: ``replication_factor`` replicas, ``min_insync_replicas`` (the settings'
+    ``kafka_replication_factor`` and ``kafka_min_insync_replicas``: 3 and 2 on the 3-node profile)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     # A member of a process that was just killed stays in its group until the session times out
     # (10 s in the run loop), so a non-empty group is retried for a while before it is an error.
@@ -55,7 +57,8 @@ def reset_crawl(bootstrap: str, session: BlockingSession, client: Minio, bucket:
             time.sleep(0.2)
     for attempt in range(50):  # the broker may still be finishing the deletes
         try:
-            ensure_topics(bootstrap, partitions)
+            ensure_topics(bootstrap, partitions, replication_factor=replication_factor,
+                          min_insync_replicas=min_insync_replicas)
             break
         except (ProvisionError, KafkaException):
             if attempt == 49:

@@ -55,7 +55,32 @@ def ensure_topics(bootstrap: str, partitions: int, specs: tuple[TopicSpec, ...] 
         except KafkaException as exc:  # a concurrent creator won the race: fine
             if "TOPIC_ALREADY_EXISTS" not in str(exc):
                 raise ProvisionError(f"kafka: could not create topic {name}: {exc}") from exc
+    wait_visible(admin, [s.name for s in missing], timeout_s)
     return created
+
+
+def wait_visible(admin: AdminClient, names: list[str], timeout_s: float) -> None:
+    """Wait until every broker of the cluster lists the topics ``names`` with a leader for each partition.
+    A create returns once the controller has the topic; the brokers learn it a moment later, and a service
+    started in that moment (a crawl reset on a 3-broker cluster, then the services) finds a topic missing
+    and stops."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    brokers = [f"{b.host}:{b.port}" for b in admin.list_topics(timeout=timeout_s).brokers.values()]
+    pending = set(brokers)
+    while pending:
+        for broker in sorted(pending):
+            meta = AdminClient({"bootstrap.servers": broker, "log_level": 0}).list_topics(timeout=timeout_s)
+            if (meta.orig_broker_name or "").split("/")[0] != broker:  # answered by another broker: ask again
+                continue
+            if all(n in meta.topics and meta.topics[n].error is None
+                   and all(p.leader >= 0 for p in meta.topics[n].partitions.values()) for n in names):
+                pending.discard(broker)
+        if pending and time.monotonic() > deadline:
+            raise ProvisionError(f"kafka: topics not visible on {sorted(pending)} after {timeout_s:.0f}s")
+        if pending:
+            time.sleep(0.2)
 
 
 @dataclass(frozen=True)

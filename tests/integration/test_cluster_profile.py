@@ -1,6 +1,7 @@
 """The 3-node stack profile itself (stack/cluster.env, stack/stack_cluster.py): three brokers in one Kafka
 cluster, three Cassandra nodes in one ring, and topics with the replicas the settings ask for, also after a
-crawl reset (``Crawl.reset``, which `make run`, the e2e tests and the crawl benchmarks start with).
+crawl reset (``Crawl.reset``, which `make run`, the e2e tests and the crawl benchmarks start with), seen
+by every broker as soon as the reset returns.
 
 These run only on the 3-node profile, and the reset one clears that stack's crawl (topics, crawl tables):
 never point them at a stack whose crawl matters."""
@@ -58,8 +59,20 @@ def _replication(admin: AdminClient) -> dict[str, tuple[set[int], str]]:
     return out
 
 
+def _topics_seen_by(broker: str) -> set[str]:
+    """The topics one broker lists (a fresh client's metadata can come from another broker: asked again)."""
+    for _ in range(20):
+        meta = AdminClient({"bootstrap.servers": broker, "log_level": 0}).list_topics(timeout=10)
+        if meta.orig_broker_name.split("/")[0] == broker:
+            return set(meta.topics)
+    raise AssertionError(f"no metadata answer from {broker} itself")
+
+
 def test_a_crawl_reset_recreates_the_topics_with_the_settings_replication(stack, tmp_path: Path):
     assert stack.kafka_replication_factor == 3 and stack.kafka_min_insync_replicas == 2
     Crawl(CrawlOptions(workdir=tmp_path, synthweb=False), stack).reset()
+    # At once, each broker asked alone lists every topic (a service started now asks any one of them).
+    for broker in stack.kafka_bootstrap.split(","):
+        assert {t.name for t in ALL_TOPICS} <= _topics_seen_by(broker)
     admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})
     assert _replication(admin) == {t.name: ({3}, "2") for t in ALL_TOPICS}

@@ -59,7 +59,15 @@ from streamcrawl_runtime.ports.state import FetcherState, FetchOutcome, LeaseMar
 
 from streamcrawl_fetcher.archive import archive_exchange, archive_result, sitemap_candidates
 from streamcrawl_fetcher.classify import body_text, classify, is_text
-from streamcrawl_fetcher.outcomes import kept_status, redirect_candidate, shown_url, url_status
+from streamcrawl_fetcher.exchanges import ExchangeLog
+from streamcrawl_fetcher.outcomes import (
+    conditional_headers,
+    dns_failure,
+    kept_status,
+    redirect_candidate,
+    shown_url,
+    url_status,
+)
 from streamcrawl_fetcher.ports import AddressNotAllowed, DnsError, Http, HttpResponse, NetworkError
 from streamcrawl_fetcher.robots_cache import NO_SOFT404, RobotsCache, RobotsHops
 from streamcrawl_fetcher.settings import DEFAULT_INLINE_BODY_MAX_BYTES
@@ -113,6 +121,7 @@ class FetcherHandler(StatelessHandler):
         self.blobs = blobs
         self.policy = policy or FetchPolicy()
         self.clock = clock
+        self.exchanges = ExchangeLog()  # this process's requests per lease (a retry is not a crash)
 
     # ------------------------------------------------------------------ Handler protocol
 
@@ -152,6 +161,7 @@ class FetcherHandler(StatelessHandler):
                 writes.append(self.state.url_put_outcome(message.host, message.url_fp, message.url, message.depth,
                                                          status, result.status, outcome.at))
             await asyncio.gather(*writes)
+        self.exchanges.forget(message.lease_id)
         RESULTS.labels(result.outcome).inc()
         log.info("fetched", extra={"url": message.url, "outcome": result.outcome, "status": result.status,
                                    "fetch_s": round(result.fetch_s, 3), "lease": message.lease_id,
@@ -187,8 +197,12 @@ class FetcherHandler(StatelessHandler):
             # Durable before the request goes out: if this process dies while the host serves it, the
             # replayed request knows a request was under way, and since when (see `interrupted`); and the
             # frontier, should the lease expire meanwhile, keeps the host leased while it may still run.
+            self.exchanges.begin(req.lease_id)
             await self.state.host_put_started_lease(req.host, req.lease_id, self.clock())
-            return may_send(self.clock(), req.lease_expires_at, self.policy.lease_guard_s)
+            if not may_send(self.clock(), req.lease_expires_at, self.policy.lease_guard_s):
+                return False
+            self.exchanges.sent(req.lease_id)
+            return True
 
         def too_late() -> FetchResult:
             return result("lease_expired", error="too little of the lease left to send the request")
@@ -218,6 +232,16 @@ class FetcherHandler(StatelessHandler):
                 # next to the current lease's request. Only a record that may be a replay pays this read: one
                 # produced after this process took its partition (Record.fresh) was handled nowhere else.
                 return result("lease_expired", error="lease superseded (replayed request)")
+            # A retry in this process after an engine failed (exchanges.py): nothing was sent (the
+            # request goes out now), or the exchange is known (the host waits its real delay from its
+            # real end; the page is fetched again later), not an exchange that ran until now.
+            known = self.exchanges.get(req.lease_id)
+            if verdict is Replay.INTERRUPTED and known is not None and not known.sent:
+                verdict = Replay.NOT_STARTED
+            if verdict is Replay.INTERRUPTED and known is not None and known.ended_at is not None:
+                INTERRUPTED.inc()
+                return result("interrupted", started_at=row.started_at, ended_at=known.ended_at,
+                              fetch_s=known.fetch_s or 0.0, error="an engine failed after the request")
             if verdict is Replay.INTERRUPTED and row.started_at is not None:
                 # A request under this lease was under way when the fetcher that sent it stopped: the host
                 # may have served it for as long as until now (and the politeness delay is 10x that), so
@@ -237,7 +261,7 @@ class FetcherHandler(StatelessHandler):
             # Resolve first: a dead name is a dns_error, not a robots_unavailable.
             await self.http.resolver.resolve(host_of(url))
         except DnsError as exc:
-            return _dns_failure(result, exc)
+            return dns_failure(result, exc)
         except AddressNotAllowed as exc:
             return result("blocked_address", error=str(exc))
 
@@ -250,7 +274,13 @@ class FetcherHandler(StatelessHandler):
                 return too_late()
             robots_started = self.clock()
             hops: RobotsHops = []
-            rules = await self.robots.refresh(req.host, origin, robots_started, hops)
+            rules = await self.robots.fetch_rules(req.host, origin, robots_started, hops)
+            # The exchange (the last hop's, or the failed attempt's) ends here: the rules' write to
+            # host_state below is no part of the host's response time.
+            robots_end = self.clock()
+            robots_s = robots_end - (hops[-1][1] if hops else robots_started)
+            self.exchanges.ended(req.lease_id, robots_s, robots_end)
+            await self.robots.persist(req.host, rules)
             if archive is not None and self.policy.warc:
                 for n, (hop_url, sent_at, hop) in enumerate(hops):
                     # the body the rules were read from (the last hop's, a 2xx); a redirect has none
@@ -259,7 +289,7 @@ class FetcherHandler(StatelessHandler):
         delay = rules.crawl_delay()
         robots_fields: dict[str, Any] = {"crawl_delay_s": delay}
         if fetched_robots:
-            robots_fields.update(status=rules.status, fetch_s=self.clock() - robots_started)
+            robots_fields.update(status=rules.status, fetch_s=robots_s, ended_at=robots_end)
             if rules.kind != "disallow_all":
                 # dedup turns them (and /sitemap.xml) into URLs to fetch like any other
                 robots_fields["sitemaps"] = list(rules.sitemaps)[:_MAX_ROBOTS_SITEMAPS]
@@ -289,23 +319,25 @@ class FetcherHandler(StatelessHandler):
             await self.robots.put_soft404(req.host, soft404)
         host_signature = None if soft404 in (NO_SOFT404, NO_SOFT404_YET) else int(soft404, 16)
 
-        headers = await self._conditional_headers(req)
+        headers = await conditional_headers(self.state, req)
         if not await turn():
             return too_late()
         t0 = time.perf_counter()
         try:
             resp = await self.http.get(req.url, self.policy.max_body_bytes, headers)
         except DnsError as exc:
-            return _dns_failure(result, exc, crawl_delay_s=delay)
+            return dns_failure(result, exc, crawl_delay_s=delay)
         except AddressNotAllowed as exc:  # the name moved to a refused address since the check above
             return result("blocked_address", error=str(exc), crawl_delay_s=delay)
         except NetworkError as exc:
+            self.exchanges.ended(req.lease_id, time.perf_counter() - t0, self.clock())
             return result("network_error", error=str(exc), crawl_delay_s=delay,
                           fetch_s=time.perf_counter() - t0)
         except UrlError as exc:
             return result("http_error", error=f"malformed url: {exc}", crawl_delay_s=delay)
         fetch_s = time.perf_counter() - t0
         ended = self.clock()
+        self.exchanges.ended(req.lease_id, fetch_s, ended)
         FETCH_SECONDS.observe(fetch_s)
         BODY_BYTES.inc(len(resp.body))
         STATUS.labels(f"{resp.status // 100}xx").inc()
@@ -344,11 +376,15 @@ class FetcherHandler(StatelessHandler):
         except (DnsError, AddressNotAllowed, NetworkError, UrlError) as exc:
             # No answer: count the host as "none" rather than spend every later lease on probes. The
             # missing status makes the frontier back off as for any network error.
+            fetch_s, ended = time.perf_counter() - t0, self.clock()
+            self.exchanges.ended(req.lease_id, fetch_s, ended)
             SOFT404_PROBES.labels("none").inc()
             await self.robots.put_soft404(req.host, NO_SOFT404)
             return result("probe_fetched", error=f"soft-404 probe: {exc}"[:300], crawl_delay_s=delay,
-                          fetch_s=time.perf_counter() - t0)
-        fetch_s = time.perf_counter() - t0
+                          fetch_s=fetch_s, ended_at=ended)
+        # ended_at: the exchange's end, before the answer's writes to S3 and host_state below
+        fetch_s, ended = time.perf_counter() - t0, self.clock()
+        self.exchanges.ended(req.lease_id, fetch_s, ended)
         if archive is not None and self.policy.warc:
             archive.extend(await self._archive_own(probe_url, sent_at, resp, "soft404_probe",
                                                    200 <= resp.status <= 299))
@@ -366,30 +402,4 @@ class FetcherHandler(StatelessHandler):
         if resp.status in (429, 503):
             retry_after = parse_retry_after(resp.headers.get("retry-after"), self.clock())
         return result("probe_fetched", status=resp.status, fetch_s=fetch_s, crawl_delay_s=delay,
-                      retry_after_s=retry_after)
-
-    async def _conditional_headers(self, req: FetchRequest) -> dict[str, str]:
-        etag, last_modified = req.etag, req.last_modified
-        # A discovery has never been fetched, so there is nothing to validate: skip the read.
-        if etag is None and last_modified is None and req.kind == "refresh":
-            st = await self.state.url_get(req.host, req.url_fp)
-            if st is not None:
-                etag, last_modified = st.etag, st.last_modified
-        headers: dict[str, str] = {}
-        if etag:
-            headers["If-None-Match"] = etag
-        if last_modified:
-            headers["If-Modified-Since"] = last_modified
-        return headers
-
-
-def _dns_failure(result: Callable[..., FetchResult], exc: DnsError, **fields: Any) -> FetchResult:
-    """NXDOMAIN, NODATA and SERVFAIL are answers: dns_error, the URL is done for the cycle. No answer (a
-    timeout) says nothing about the name: network_error, which the frontier retries with the host backed
-    off; as a dns_error the URL would be dropped for the cycle (seen after a fetcher restart, when a burst
-    of cold lookups timed out). SERVFAIL is final because it comes back at once on every try: retrying it
-    would hold a dead host's URLs through the whole exponential back-off."""
-    if exc.transient:
-        return result("network_error", error=f"dns {exc}", **fields)
-    return result("dns_error", error=str(exc), **fields)
-
+                      retry_after_s=retry_after, ended_at=ended)

@@ -4,11 +4,17 @@ of its own host. Dedup used to derive both from every fetch result; the fetcher 
 
 from __future__ import annotations
 
-from streamcrawl_contracts.messages import FetchResult, UrlCandidates
+from collections.abc import Callable
+from typing import Any
+
+from streamcrawl_contracts.messages import FetchRequest, FetchResult, UrlCandidates
 from streamcrawl_contracts.topics import URL_CANDIDATES
 from streamcrawl_core.identity import url_identity
 from streamcrawl_core.urls import UrlError
 from streamcrawl_runtime.ports.loop import Output
+from streamcrawl_runtime.ports.state import FetcherState
+
+from streamcrawl_fetcher.ports import DnsError
 
 #: url_state status of each outcome that leaves nothing to parse ("error" for any other such outcome). A
 #: fetched page's row is dedup's, from the parsed page; robots.txt, probe, expired and interrupted requests
@@ -57,3 +63,30 @@ def redirect_candidate(res: FetchResult) -> list[Output]:
         return []
     return [Output(URL_CANDIDATES, host, UrlCandidates(host=host, depth=res.depth, source_url=res.url, urls=[url],
                                                        url_fps=[fp], redirect_chain=[*res.redirect_chain, res.url_fp]))]
+
+
+def dns_failure(result: Callable[..., FetchResult], exc: DnsError, **fields: Any) -> FetchResult:
+    """NXDOMAIN, NODATA and SERVFAIL are answers: dns_error, the URL is done for the cycle. No answer (a
+    timeout) says nothing about the name: network_error, which the frontier retries with the host backed
+    off; as a dns_error the URL would be dropped for the cycle (seen after a fetcher restart, when a burst
+    of cold lookups timed out). SERVFAIL is final because it comes back at once on every try: retrying it
+    would hold a dead host's URLs through the whole exponential back-off."""
+    if exc.transient:
+        return result("network_error", error=f"dns {exc}", **fields)
+    return result("dns_error", error=str(exc), **fields)
+
+
+async def conditional_headers(state: FetcherState, req: FetchRequest) -> dict[str, str]:
+    """If-None-Match / If-Modified-Since of a refresh, from the request or the URL's url_state row."""
+    etag, last_modified = req.etag, req.last_modified
+    # A discovery has never been fetched, so there is nothing to validate: skip the read.
+    if etag is None and last_modified is None and req.kind == "refresh":
+        st = await state.url_get(req.host, req.url_fp)
+        if st is not None:
+            etag, last_modified = st.etag, st.last_modified
+    headers: dict[str, str] = {}
+    if etag:
+        headers["If-None-Match"] = etag
+    if last_modified:
+        headers["If-Modified-Since"] = last_modified
+    return headers

@@ -82,14 +82,25 @@ class RobotsCache:
     async def refresh(self, host: str, origin: str, now: float, hops: RobotsHops | None = None) -> RobotsRules:
         """Fetch `origin`/robots.txt and store the resulting rules (memory and host_state). The answered
         requests (a redirect chain has several) are appended to `hops` (for the WARC writer)."""
+        rules = await self.fetch_rules(host, origin, now, hops)
+        await self.persist(host, rules)
+        return rules
+
+    async def fetch_rules(self, host: str, origin: str, now: float, hops: RobotsHops | None = None) -> RobotsRules:
+        """`refresh` without the write to host_state (`persist`): the rules are in memory only. The
+        fetcher times the host's exchange between the two."""
         previous = self._mem.get(host)
         status, body = await self.fetch(origin + "/robots.txt", hops if hops is not None else [])
         rules = RobotsRules.from_fetch(status, body, now, self.config, previous=previous)
         ROBOTS_FETCHES.labels("stale_fallback" if rules.stale_fallback else rules.kind).inc()
         self._remember(host, rules)
         if not rules.stale_fallback:
-            self._soft404.pop(host, None)  # new rules, new probe (the write below clears host_state's copy)
-            # A fallback keeps the previous copy, which is already what host_state holds.
+            self._soft404.pop(host, None)  # new rules, new probe (persist clears host_state's copy)
+        return rules
+
+    async def persist(self, host: str, rules: RobotsRules) -> None:
+        """Write fetched rules to host_state (a stale fallback keeps the copy host_state holds already)."""
+        if not rules.stale_fallback:
             try:
                 await self.state.host_put_robots(host, rules.status, rules.text or None, rules.fetched_at,
                                                  rules.crawl_delay())
@@ -98,7 +109,6 @@ class RobotsCache:
                 # would then find the rules cached and request the page: two requests in one lease.
                 ROBOTS_PERSIST_FAILURES.inc()
                 log.warning("robots not persisted", extra={"error": repr(exc)[:300]})
-        return rules
 
     async def soft404(self, host: str) -> str | None:
         """The host's soft-404 probe answer ("%016x" signature or NO_SOFT404), or None when the host has

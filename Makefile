@@ -19,7 +19,7 @@ IMAGE        ?= streamcrawl:0.1.0
 
 .PHONY: audit help venv stack-up stack-down stack-status stack-reset test test-unit test-integration test-e2e \
         lint schemas schemas-check run bench-core bench-crawl bench-idle bench-scale bench-memory clean helm helm-check image browser \
-        screenshot test-scale
+        screenshot test-scale bench-faults chaos fault-stack-down
 
 help:
 	@echo "make run            start the stack and every service, crawl the bundled synthetic web (Ctrl-C stops);"
@@ -36,6 +36,8 @@ help:
 	@echo "make bench-scale    1, 2 and 3 instances of every service on 2,000 hosts: pages/s, CPU-ms per page"
 	@echo "make bench-memory   frontier memory at 10M queued URLs / 1M hosts; near-dup rows per query; Bloom sizes"
 	@echo "make screenshot     retake docs/dashboard.png from the dashboard test's live crawl"
+	@echo "make bench-faults   each engine frozen 30 s and restarted during a crawl vs a baseline (private stack)"
+	@echo "make chaos          5 min of kill -9 every 15 s and an engine restart each during a crawl (private stack)"
 
 # The venv's own installers, pinned: `python -m venv` seeds whatever pip and setuptools the interpreter
 # bundles (3.11's carry known vulnerabilities, docs/supply-chain.md).
@@ -86,7 +88,7 @@ test-integration: stack-up
 	$(VPY) -m pytest tests/integration -q
 
 test-e2e: browser stack-up
-	$(VPY) -m pytest tests/e2e -q
+	STREAMCRAWL_ENGINE_FAULTS=1 $(VPY) -m pytest tests/e2e -q
 
 # The scale-out / scale-in / kill -9 crawl (issue 10): out of `make test` until it passes repeatedly.
 test-scale: stack-up
@@ -99,7 +101,7 @@ screenshot: browser stack-up
 # The README's test command: deps, lint, helm, the real stack, then every test (unit with the chart checks,
 # packaging, integration, e2e).
 test: lint $(HELM) browser stack-up
-	$(VPY) -m pytest tests -q
+	STREAMCRAWL_ENGINE_FAULTS=1 $(VPY) -m pytest tests -q
 
 lint: venv
 	$(VPY) -m ruff check libs services tools tests stack bench setup.py
@@ -182,6 +184,25 @@ bench-crawl: stack-up
 	$(VPY) bench/crawl_bench.py --hosts 10 --profile deep --duration 300 --out docs/benchmarks-crawl-bound.md
 	$(VPY) bench/crawl_bench.py --hosts 100 --profile polite --duration 240 --until-coverage \
 	  --out docs/benchmarks-crawl-polite.md
+
+# Engine faults freeze and restart engines: bench-faults and chaos run on a stack of their own (.stack-faults,
+# other ports; fetched and started here, left running: `make fault-stack-down` stops it), never on one that
+# others share. The engine-fault e2e test (tests/e2e/test_engine_faults_e2e.py) freezes the stack it is given
+# (`make test` sets STREAMCRAWL_ENGINE_FAULTS=1: the stack `make stack-up` started).
+FAULT_ENV := STREAMCRAWL_STACK_DIR=$(abspath .stack-faults) STREAMCRAWL_KAFKA_PORT=29092 \
+  STREAMCRAWL_KAFKA_CONTROLLER_PORT=29093 STREAMCRAWL_CASSANDRA_PORT=29042 STREAMCRAWL_CASSANDRA_STORAGE_PORT=27000 \
+  STREAMCRAWL_S3_PORT=29000 STREAMCRAWL_KAFKA_BOOTSTRAP=127.0.0.1:29092 STREAMCRAWL_S3_ENDPOINT=127.0.0.1:29000
+
+bench-faults: venv
+	$(FAULT_ENV) $(STACK) up
+	$(FAULT_ENV) $(VPY) bench/engine_faults.py --hosts 100 --freeze 30 --repeats 1 --out docs/benchmarks-faults.md
+
+chaos: venv
+	$(FAULT_ENV) $(STACK) up
+	$(FAULT_ENV) $(VPY) bench/chaos.py --minutes 5 --every 15 --out docs/benchmarks-chaos.md
+
+fault-stack-down:
+	$(FAULT_ENV) $(STACK) down
 
 # What a crawl with nothing to fetch costs: the five services, no seeds, 60 s (docs/benchmarks-idle.md).
 bench-idle: stack-up

@@ -92,34 +92,39 @@ def coverage_timeline(entries: Sequence[LogEntry], pages: set[str], start: float
             return out
 
 
-def stalls(entries: Iterable[LogEntry], outages: Sequence[Outage], crawl_delays: dict[str, float],
-           min_delay_s: float = 1.0, factor: float = 10.0) -> list[Stall]:
-    """For each outage and each host with a request before the outage's end and another after it: how
-    much later than possible the next request came. The earliest possible is the later of the outage's end
-    and the end of the previous request plus the politeness delay it required. Hosts backing off after a
-    429/5xx are skipped (their wait is the back-off)."""
+def excess_waits(entries: Iterable[LogEntry], outage: Outage, crawl_delays: dict[str, float],
+                 min_delay_s: float = 1.0, factor: float = 10.0) -> dict[str, float]:
+    """host → how much later than possible its first request after ``outage`` came, for each host with a
+    request before the outage's end and another after it. The earliest possible is the later of the
+    outage's end and the end of the previous request plus the politeness delay it required. Hosts backing
+    off after a 429/5xx are skipped (their wait is the back-off)."""
     by_host: dict[str, list[LogEntry]] = {}
     for e in entries:
         by_host.setdefault(e.host, []).append(e)
-    for items in by_host.values():
+    out: dict[str, float] = {}
+    for host, items in by_host.items():
         items.sort(key=lambda e: e.start)
+        before = [e for e in items if e.start <= outage.end]
+        if not before:
+            continue
+        prev = max(before, key=lambda e: e.sent)
+        nxt = next((e for e in items if e.start > outage.end and e.start >= prev.sent), None)
+        if nxt is None or prev.status in _BACKOFF_STATUSES:
+            continue
+        required = max(min_delay_s, factor * (prev.sent - prev.start), crawl_delays.get(host, 0.0))
+        out[host] = nxt.start - max(prev.sent + required, outage.end)
+    return out
+
+
+def stalls(entries: Sequence[LogEntry], outages: Sequence[Outage], crawl_delays: dict[str, float],
+           min_delay_s: float = 1.0, factor: float = 10.0) -> list[Stall]:
+    """For each outage, the worst of `excess_waits` (and how many hosts it judged)."""
     out: list[Stall] = []
     for outage in outages:
-        worst, worst_host, waiting = 0.0, None, 0
-        for host, items in by_host.items():
-            before = [e for e in items if e.start <= outage.end]
-            if not before:
-                continue
-            prev = max(before, key=lambda e: e.sent)
-            nxt = next((e for e in items if e.start > outage.end and e.start >= prev.sent), None)
-            if nxt is None or prev.status in _BACKOFF_STATUSES:
-                continue
-            waiting += 1
-            required = max(min_delay_s, factor * (prev.sent - prev.start), crawl_delays.get(host, 0.0))
-            excess = nxt.start - max(prev.sent + required, outage.end)
-            if excess > worst:
-                worst, worst_host = excess, host
-        out.append(Stall(outage, worst, worst_host, waiting))
+        waits = excess_waits(entries, outage, crawl_delays, min_delay_s, factor)
+        host = max(waits, key=lambda h: waits[h], default=None)
+        worst = max(0.0, waits[host]) if host is not None else 0.0
+        out.append(Stall(outage, worst, host if worst > 0 else None, len(waits)))
     return out
 
 

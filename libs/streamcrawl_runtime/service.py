@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import inspect
 import logging
 import sys
@@ -71,6 +72,9 @@ def run_service(service: str, description: str, settings_cls: type[S], build: Bu
     parse_args(service, description, settings_cls, sys.argv[1:] if argv is None else argv)
     settings = settings_cls()
     setup_logging(service, settings.log_level)
+    # A crash inside a C extension (the Kafka or Cassandra driver) prints every thread's Python stack to
+    # stderr (the service's log) before the process dies, instead of a bare exit code.
+    faulthandler.enable()
     readiness = Readiness()
     server: HealthServer | None = None
     if settings.metrics_port:

@@ -12,7 +12,8 @@ Runs against the stack of ``$STREAMCRAWL_STACK_DIR`` and freezes its engines: us
 * **90 %**: seconds to 90 % coverage; **coverage at** 30/60/90/120 s.
 * **worst wait**: the longest any host waited after the outage's end beyond its politeness delay;
   **held hosts**: hosts that waited more than 10 s beyond it.
-* **violations**, **lost** pages, **repeats** (pages fetched more than once).
+* **violations**, **lost** pages, **repeats** (pages fetched more than once); **pipeline drained**: every
+  consumer group caught up within 240 s of the last fault (else the crawl is judged as it stands).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class Result:
     violations: int
     lost: int
     repeats: int
+    idle: bool
 
 
 def scenarios(freeze_s: float) -> list[tuple[str, Fault | None]]:
@@ -58,14 +60,15 @@ def scenarios(freeze_s: float) -> list[tuple[str, Fault | None]]:
 
 def one(workdir: Path, name: str, fault: Fault | None, args: argparse.Namespace) -> Result:
     run = run_faults(workdir, args.hosts, args.seed, args.profile, [fault] if fault else [], first_at_s=args.at,
-                     env=ENV)
+                     env=ENV, timeout_s=240, allow_timeout=True)
     v = run.verdict()
     timeline = coverage_timeline(run.entries, run.truth.pages, v.first_request_at, every_s=1.0)
     t90 = next((t for t, c in timeline if c >= 0.9), None)
     marks = [next((c for t, c in timeline if t >= m), timeline[-1][1] if timeline else 0.0) for m in MARKS]
     waits = list(excess_waits(run.entries, run.outages[0], run.truth.crawl_delays).values()) if run.outages else []
     res = Result(name, run.outages[0].length_s if run.outages else 0.0, v.time_to_full_s, t90, marks,
-                 max([0.0, *waits]), sum(w > HELD_S for w in waits), len(v.violations), len(v.lost), v.repeats)
+                 max([0.0, *waits]), sum(w > HELD_S for w in waits), len(v.violations), len(v.lost), v.repeats,
+                 run.idle)
     print(f"bench-faults: {res}", flush=True)
     return res
 
@@ -91,8 +94,8 @@ def render(rows: dict[str, list[Result]], args: argparse.Namespace, command: str
            "says how).", "", f"    {command}", "",
            "| scenario | outage s | full coverage s | delay vs baseline s (target ≤ outage + 30) | 90 % s | "
            + " | ".join(f"coverage at {m} s" for m in MARKS) + " | worst wait s | held hosts (> 10 s) | "
-           "violations | lost | repeats |",
-           "|---|---:|---:|---:|---:|" + "---:|" * len(MARKS) + "---:|---:|---:|---:|---:|"]
+           "violations | lost | repeats | pipeline drained |",
+           "|---|---:|---:|---:|---:|" + "---:|" * len(MARKS) + "---:|---:|---:|---:|---:|---|"]
     for name, rs in rows.items():
         full = _med([r.full_s for r in rs])
         outage = median(r.outage_s for r in rs)
@@ -103,7 +106,7 @@ def render(rows: dict[str, list[Result]], args: argparse.Namespace, command: str
                    f"{_f(_med([r.t90_s for r in rs]))} | " + " | ".join(f"{m:.2f}" for m in marks)
                    + f" | {median(r.worst_s for r in rs):.1f} | {median(r.held for r in rs):.0f} | "
                    f"{max(r.violations for r in rs)} | {max(r.lost for r in rs)} | "
-                   f"{median(r.repeats for r in rs):.0f} |")
+                   f"{median(r.repeats for r in rs):.0f} | {'yes' if all(r.idle for r in rs) else 'no (240 s)'} |")
     out.append("")
     return "\n".join(out)
 

@@ -404,6 +404,8 @@ class RunLoop(LoopRebalance):
         """Flush, then commit what was complete before the flush (both in worker threads)."""
         offsets = self._commit_points()
         if await self._flushed_async(flush_s):
+            # not those of partitions lost during the flush (see kafka_rebalance._on_lost)
+            offsets = [tp for tp in offsets if (tp.topic, tp.partition) in self._offsets]
             await asyncio.to_thread(self._commit, offsets)
 
     def _commit(self, offsets: list[TopicPartition]) -> None:

@@ -203,6 +203,14 @@ class LoopRebalance:
         lost, _hold = self._own.revoke((tp.topic, tp.partition) for tp in partitions)
         REBALANCES.labels(self.cfg.service, "lost").inc(len(partitions))
         log.warning("partitions lost", extra={"partitions": len(partitions)})
+        # Their offsets leave the books now, not when the release below has run: a periodic commit in
+        # between would name partitions this member no longer has, and a synchronous commit of a member
+        # that is rejoining waits for the rejoin, which waits for the poll the loop is not making while it
+        # awaits that commit (a WARC writer stood still so after a 20 s Kafka freeze).
+        gone = set(lost)
+        dropped = [k for k in self._offsets if k[1] in gone] + [(tp.topic, tp.partition) for tp in partitions]
+        for key in dropped:
+            self._offsets.pop(key, None)
         if lost:
             self._on_loop(self._release(lost, drain_s=0.0, commit=False))
         for tp in partitions:

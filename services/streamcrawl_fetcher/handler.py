@@ -128,18 +128,23 @@ class FetcherHandler(StatelessHandler):
     async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
         if not isinstance(message, FetchRequest):
             return ()
-        lease: LeaseMarks | None = None
-        if not record.fresh:
-            lease = await self.state.host_lease(message.host)
-            if replay_check(message.lease_id, lease) is Replay.FINISHED:
-                # Replayed after this fetcher's crash, but the work under this lease was finished and
-                # its result produced (or about to be: a crash in between leaves the lease to expire,
-                # and the frontier re-queues the URL). Requesting it again would be a second request
-                # the lease does not pay for while the frontier may not have handled the first yet.
-                REPLAYS_SKIPPED.inc()
-                return ()
-        own: list[Output] = []  # archive records of this lease's robots.txt or probe request
-        result = await self.fetch(message, maybe_replay=not record.fresh, lease=lease, archive=own)
+        kept = self.exchanges.kept(message.lease_id)  # built by an attempt whose writes failed (a retry)
+        if kept is not None:
+            result, own = kept
+        else:
+            lease: LeaseMarks | None = None
+            if not record.fresh:
+                lease = await self.state.host_lease(message.host)
+                if replay_check(message.lease_id, lease) is Replay.FINISHED:
+                    # Replayed after this fetcher's crash, but the work under this lease was finished and
+                    # its result produced (or about to be: a crash in between leaves the lease to expire,
+                    # and the frontier re-queues the URL). Requesting it again would be a second request
+                    # the lease does not pay for while the frontier may not have handled the first yet.
+                    REPLAYS_SKIPPED.inc()
+                    return ()
+            own = []  # archive records of this lease's robots.txt or probe request
+            result = await self.fetch(message, maybe_replay=not record.fresh, lease=lease, archive=own)
+            self.exchanges.keep(message.lease_id, result, own)
         status = url_status(result.outcome)
         # A 304's revisit names the last capture's payload, and a 304 keeps the URL's status (a noindex page
         # stays unpublished, an alias stays one): read before the status write below moves it.

@@ -122,3 +122,28 @@ def test_a_retry_after_the_started_mark_failed_sends_the_request(rig: Rig) -> No
     res = rig.run(req)
     assert res.outcome == "fetched" and res.status == 200
     assert rig.web.pages() == ["/p"]
+
+
+def test_a_retry_after_the_fetched_mark_failed_produces_the_result_once_fetched(rig: Rig) -> None:
+    """The fetched mark's write timed out yet landed (Cassandra): the replay rule would read the lease as
+    finished and produce nothing, leaving the host leased until its expiry. The retry in the same process
+    writes again and produces the result it built, with no second request."""
+    put = rig.state.host_put_fetched_lease
+    failures = [1]
+
+    async def flaky(*args: object) -> None:
+        await put(*args)  # type: ignore[arg-type]
+        if failures:
+            failures.pop()
+            raise TransientError("cassandra timeout")
+
+    rig.state.host_put_fetched_lease = flaky  # type: ignore[method-assign]
+    rig.allow_all()
+    rig.web.routes["/p"] = Reply(200, b"<html>body</html>", {"Content-Type": "text/html"})
+    req = rig.request("/p")
+    with pytest.raises(TransientError):
+        rig.run(req)
+    res = rig.run(req)
+    assert res.outcome == "fetched" and res.status == 200
+    assert rig.web.pages() == ["/p"]
+    assert len(rig.handler.exchanges) == 0  # forgotten once produced

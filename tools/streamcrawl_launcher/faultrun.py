@@ -103,12 +103,7 @@ def run_faults(workdir: Path, hosts: int, web_seed: int, profile: str, faults: S
                 _alive_wait(crawl, between_s)
         else:
             _kill_loop(crawl, kill_loop, faults, outages, kills)
-        try:
-            crawl.wait_idle(idle_s=idle_s, timeout_s=timeout_s, every_s=2, report=False)
-        except TimeoutError:
-            if not allow_timeout:
-                raise
-            idle = False
+        idle = _wait_idle(crawl, idle_s, timeout_s, allow_timeout)
     finally:
         ensure_up()
         crawl.stop()
@@ -116,6 +111,24 @@ def run_faults(workdir: Path, hosts: int, web_seed: int, profile: str, faults: S
         crawl.close()
     truth = generate(hosts, web_seed, profile, port=crawl.opt.http_port).ground_truth(crawl.manifest["seeds"])
     return FaultRun(crawl, truth, load_log(workdir / "requests.jsonl"), outages, watcher, seeded_at, kills, idle)
+
+
+def _wait_idle(crawl: Crawl, idle_s: float, timeout_s: float, allow_timeout: bool) -> bool:
+    """`Crawl.wait_idle`, again after an admin call that fails right after a thaw (the broker answers, its
+    metadata not yet: UNKNOWN_LEADER_EPOCH). False: not idle in time (with ``allow_timeout``)."""
+    deadline = time.time() + timeout_s
+    while True:
+        try:
+            crawl.wait_idle(idle_s=idle_s, timeout_s=max(1.0, deadline - time.time()), every_s=2, report=False)
+            return True
+        except TimeoutError:
+            if not allow_timeout:
+                raise
+            return False
+        except RuntimeError as exc:
+            if not str(exc).startswith("progress:") or time.time() > deadline:
+                raise
+            time.sleep(2.0)
 
 
 def _kill_loop(crawl: Crawl, loop: KillLoop, faults: Sequence[Fault], outages: list[Outage],

@@ -93,11 +93,12 @@ def coverage_timeline(entries: Sequence[LogEntry], pages: set[str], start: float
 
 
 def excess_waits(entries: Iterable[LogEntry], outage: Outage, crawl_delays: dict[str, float],
-                 min_delay_s: float = 1.0, factor: float = 10.0) -> dict[str, float]:
+                 min_delay_s: float = 1.0, factor: float = 10.0, until: float | None = None) -> dict[str, float]:
     """host → how much later than possible its first request after ``outage`` came, for each host with a
     request before the outage's end and another after it. The earliest possible is the later of the
     outage's end and the end of the previous request plus the politeness delay it required. Hosts backing
-    off after a 429/5xx are skipped (their wait is the back-off)."""
+    off after a 429/5xx are skipped (their wait is the back-off). ``until``: the next outage's start; a
+    wait is counted up to it (what follows belongs to that outage, whose own measure counts it)."""
     by_host: dict[str, list[LogEntry]] = {}
     for e in entries:
         by_host.setdefault(e.host, []).append(e)
@@ -112,16 +113,21 @@ def excess_waits(entries: Iterable[LogEntry], outage: Outage, crawl_delays: dict
         if nxt is None or prev.status in _BACKOFF_STATUSES:
             continue
         required = max(min_delay_s, factor * (prev.sent - prev.start), crawl_delays.get(host, 0.0))
-        out[host] = nxt.start - max(prev.sent + required, outage.end)
+        earliest = max(prev.sent + required, outage.end)
+        out[host] = min(nxt.start, until) - earliest if until is not None and until > earliest else \
+            nxt.start - earliest
     return out
 
 
 def stalls(entries: Sequence[LogEntry], outages: Sequence[Outage], crawl_delays: dict[str, float],
            min_delay_s: float = 1.0, factor: float = 10.0) -> list[Stall]:
-    """For each outage, the worst of `excess_waits` (and how many hosts it judged)."""
+    """For each outage, the worst of `excess_waits` up to the next outage's start (and how many hosts it
+    judged)."""
     out: list[Stall] = []
+    starts = sorted(o.start for o in outages)
     for outage in outages:
-        waits = excess_waits(entries, outage, crawl_delays, min_delay_s, factor)
+        until = next((t for t in starts if t > outage.end), None)
+        waits = excess_waits(entries, outage, crawl_delays, min_delay_s, factor, until)
         host = max(waits, key=lambda h: waits[h], default=None)
         worst = max(0.0, waits[host]) if host is not None else 0.0
         out.append(Stall(outage, worst, host if worst > 0 else None, len(waits)))

@@ -26,13 +26,7 @@ from streamcrawl_synthweb.log import LogEntry, judged_gaps, load_log
 from tests.e2e.page_fetched import read_page_fetched
 from tests.e2e.test_crawl_e2e import ENV, check_archive, check_guarantees
 
-pytestmark = [
-    pytest.mark.e2e,
-    # Out of `make test` until it passes repeatedly: of its two complete runs on 2026-12-02 (after the stale
-    # index fix) one passed (2 repeats) and one, on a machine loaded by a benchmark, had 23 repeated fetches
-    # (2.5%) right after the scale-out (docs/STATUS.md, issue 10). `make test-scale` runs it.
-    pytest.mark.skipif(not os.environ.get("STREAMCRAWL_SCALE_E2E"), reason="make test-scale runs it"),
-]
+pytestmark = pytest.mark.e2e
 
 # The shared e2e settings, with a 1 s error back-off base instead of 5 s: this web's 5xx hosts answer 500,
 # 502 and five 503s before their good pages (7 back-offs in a row; 10.6 min at 5 s, 2.1 min at 1 s). What

@@ -217,6 +217,13 @@ class FetchResult(Envelope):
     exchange: HttpExchange | None = None
     #: The request's redirect chain, echoed (dedup appends this URL to it for a redirect's target).
     redirect_chain: list[int] = Field(default_factory=list, max_length=16)
+    #: The entity body as transferred (Content-Encoding kept, transfer coding removed), for the WARC
+    #: writer: its SHA-256 (hex) on every stored body (equal to `content_hash` when no content coding was
+    #: decoded), and, when it differs, the blob key of those bytes (stored like a page, keyed by this hash;
+    #: None: the wire bytes are the page at `storage_key`). None from older fetchers: not known.
+    #: Optional (added without a schema_version bump).
+    wire_hash: str | None = None
+    wire_key: str | None = None
 
 
 class ParsedPage(Envelope):
@@ -256,6 +263,9 @@ class ParsedPage(Envelope):
     lastmods: list[float | None] = Field(default_factory=list)
     fetch_s: float = 0.0
     truncated: bool = False
+    #: Passed on from the FetchResult, for the WARC writer (see FetchResult.wire_hash). Optional.
+    wire_hash: str | None = None
+    wire_key: str | None = None
 
 
 class PageFetched(Envelope):
@@ -314,6 +324,12 @@ class ArchiveRecord(Envelope):
     out_links: list[Annotated[str, Field(max_length=MAX_URL_CHARS)]] = Field(default_factory=list)
     revisit_of: RevisitOf | None = None
     page: PageFetched | None = None
+    #: The payload as transferred (see FetchResult.wire_hash): for a response, its SHA-256 and, when it is
+    #: not the page at `storage_key`, its own blob key; for a revisit, the payload digest of the capture it
+    #: names (hex SHA-256). None (older producers): not known, the body is recorded decoded as before, with
+    #: its codings under X-Crawler- headers, and a revisit names `content_hash`. Optional (no bump).
+    wire_hash: str | None = None
+    wire_key: str | None = None
 
 
 class DeadLetter(Envelope):

@@ -66,14 +66,16 @@ def sha256_digest(sha256_hex: str) -> str:
 
 
 # Header names whose value no longer describes the recorded payload once the fetcher has removed the
-# transfer and content codings (the body is stored decoded); kept under this prefix, as Common Crawl and
-# StormCrawler record them, and a Content-Length of the recorded payload is added.
+# transfer coding (always: `received_head`) or the content coding too (a record of a producer that did not
+# keep the wire body: `recorded_head`); kept under this prefix, as Common Crawl and StormCrawler record
+# them, and a Content-Length of the recorded payload is added.
 CRAWLER_PREFIX = "X-Crawler-"
 _CODINGS = ("content-encoding", "transfer-encoding")
 
 
 def recorded_head(response_head: str, payload_length: int | None) -> str:
-    """The response head as recorded in front of the decoded payload.
+    """The response head as recorded in front of a decoded payload (the fallback for records whose wire
+    body is not known: `ArchiveRecord.wire_hash` None).
 
     Content-Encoding and Transfer-Encoding become ``X-Crawler-…``. With a payload (``payload_length``
     not None), when one of them was present or the received Content-Length differs from the payload's,
@@ -100,6 +102,33 @@ def recorded_head(response_head: str, payload_length: int | None) -> str:
         else:
             out.append(f)
     if rename_length or not lengths:
+        out.append(f"Content-Length: {payload_length}")
+    return "\r\n".join(out) + "\r\n\r\n"
+
+
+def received_head(response_head: str, payload_length: int | None) -> str:
+    """The response head as recorded in front of the entity body as transferred (Content-Encoding kept):
+    the status line and headers as received, but for the transfer coding, which the transport removed
+    (Transfer-Encoding becomes ``X-Crawler-Transfer-Encoding``), and, with a payload, a Content-Length
+    that is not the payload's (or none) becoming ``X-Crawler-Content-Length`` with the payload's own
+    appended. Without a payload (a revisit) only Transfer-Encoding is renamed."""
+    lines = response_head.split("\r\n")
+    while lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        return "\r\n\r\n"
+    status, fields = lines[0], lines[1:]
+
+    def name(f: str) -> str:
+        return f.split(":", 1)[0].strip().lower()
+
+    lengths = [f.split(":", 1)[1].strip() for f in fields if name(f) == "content-length"]
+    rename_length = payload_length is not None and any(v != str(payload_length) for v in lengths)
+    out = [status]
+    for f in fields:
+        renamed = name(f) == "transfer-encoding" or (rename_length and name(f) == "content-length")
+        out.append(CRAWLER_PREFIX + f if renamed else f)
+    if payload_length is not None and (rename_length or not lengths):
         out.append(f"Content-Length: {payload_length}")
     return "\r\n".join(out) + "\r\n\r\n"
 

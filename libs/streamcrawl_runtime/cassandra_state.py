@@ -101,7 +101,8 @@ class CassandraCrawlState:
                          " VALUES (?, ?, ?, ?, 'queued', ?, ?)")
         self._u_fetch = p("UPDATE url_state SET url = ?, depth = ?, status = ?, http_status = ?, content_type = ?,"
                           " content_hash = ?, simhash = ?, storage_key = ?, etag = ?, last_modified = ?,"
-                          " fetched_at = ?, fetch_count = ?, canonical_url = ? WHERE host = ? AND url_fp = ?")
+                          " fetched_at = ?, fetch_count = ?, canonical_url = ?, wire_hash = ?"
+                          " WHERE host = ? AND url_fp = ?")
         self._u_outcome = p("UPDATE url_state SET url = ?, depth = ?, status = ?, http_status = ?, fetched_at = ?"
                             " WHERE host = ? AND url_fp = ?")
         self._u_sched = p("UPDATE url_state SET change_interval_s = ?, next_visit_at = ?, change_count = ?,"
@@ -261,7 +262,8 @@ class CassandraCrawlState:
                         r.discovered_by, epoch(r.frontier_done_at), sched_visits=r.sched_visits or 0,
                         sched_first_at=epoch(r.sched_first_at), sitemap_lastmod=epoch(r.sitemap_lastmod),
                         lm_visits=r.lm_visits or 0, lm_changes=r.lm_changes or 0,
-                        lm_exposure_s=r.lm_exposure_s or 0.0, lm_conflicts=r.lm_conflicts or 0)
+                        lm_exposure_s=r.lm_exposure_s or 0.0, lm_conflicts=r.lm_conflicts or 0,
+                        wire_hash=r.wire_hash)
 
     async def url_insert_discovered(self, host: str, url_fp: int, url: str, depth: int, now: float,
                                     event_id: str = "") -> None:
@@ -279,7 +281,7 @@ class CassandraCrawlState:
     def _fetch_write(self, st: UrlState) -> _Write:
         return self._u_fetch, (st.url, st.depth, st.status, st.http_status, st.content_type, st.content_hash,
                                st.simhash, st.storage_key, st.etag, st.last_modified, ts(st.fetched_at),
-                               st.fetch_count, st.canonical_url, st.host, st.url_fp)
+                               st.fetch_count, st.canonical_url, st.wire_hash, st.host, st.url_fp)
 
     async def url_put_outcome(self, host: str, url_fp: int, url: str, depth: int, status: str,
                               http_status: int | None, fetched_at: float) -> None:

@@ -46,7 +46,7 @@ from streamcrawl_runtime.ports.errors import PoisonMessage
 from streamcrawl_runtime.ports.loop import Output, Record
 from streamcrawl_runtime.ports.state import DedupState, UrlState
 
-from streamcrawl_dedup.archive import archive_page
+from streamcrawl_dedup.archive import archive_page, capture_digest, payload_digest
 from streamcrawl_dedup.budgets import PersistedBudgets
 from streamcrawl_dedup.seen import SeenSet
 
@@ -231,7 +231,7 @@ class DedupHandler:
             if prev.status == "duplicate":
                 # The claim is first-claimer-wins, so asking again names the same canonical URL.
                 canonical = await self.state.content_claim(page.content_hash, page.url, page.storage_key, now)
-                return self._archive_only(page, canonical if canonical != page.url else None)
+                return await self._archive_only(page, canonical if canonical != page.url else None)
             if page.simhash is not None:
                 # The first handling's url_state row may have landed without its simhash_index rows (unlogged
                 # batches, not atomic: see below) and this path skips the near-duplicate step, so
@@ -245,10 +245,11 @@ class DedupHandler:
         if not changed and prev is not None and prev.status == "duplicate":
             # Same body as last time and it was an alias then: it stays one (a near duplicate still owns
             # its own hash in content_index, so the claim below would wrongly make it canonical).
-            prev.fetched_at, prev.fetch_count = fetched_at, fetch_count
+            before = capture_digest(prev, page.content_hash)
+            prev.fetched_at, prev.fetch_count, prev.wire_hash = fetched_at, fetch_count, page.wire_hash
             await self.state.url_put_fetch(prev)
             _PAGE("duplicate").inc()
-            return self._archive_only(page, page.url)
+            return await self._archive_only(page, page.url, digest=before)
         canonical = await self.state.content_claim(page.content_hash, page.url, page.storage_key, now)
         duplicate_of: str | None = canonical if canonical != page.url else None
         exact_of = duplicate_of
@@ -258,7 +259,8 @@ class DedupHandler:
             index = duplicate_of is None
         st = UrlState(page.host, page.url_fp, page.url, page.depth, "duplicate" if duplicate_of else "fetched",
                       page.http_status, page.content_type, page.content_hash, page.simhash, page.storage_key,
-                      page.etag, page.last_modified, fetched_at, fetch_count, canonical_url=duplicate_of)
+                      page.etag, page.last_modified, fetched_at, fetch_count, canonical_url=duplicate_of,
+                      wire_hash=page.wire_hash)
         if index:
             # A new canonical page: its simhash_index rows and url_state row in unlogged batches (idempotent
             # upserts). If the request fails the loop retries the message. If only part of it landed: without
@@ -269,11 +271,11 @@ class DedupHandler:
             await self.state.url_put_fetch(st)
         if duplicate_of is not None:
             _PAGE("duplicate").inc()
-            return self._archive_only(page, exact_of)
+            return await self._archive_only(page, exact_of)
         if not changed:
             _PAGE("unchanged").inc()
             assert prev is not None
-            return self._archive_only(page, page.url, prev.fetched_at)
+            return await self._archive_only(page, page.url, prev.fetched_at, capture_digest(prev, page.content_hash))
         _PAGE("new" if prev is None or prev.content_hash is None else "changed").inc()
         return self._publish(page, changed=prev is not None and prev.content_hash is not None)
 
@@ -285,10 +287,10 @@ class DedupHandler:
         await self.state.url_put_fetch(UrlState(
             page.host, page.url_fp, page.url, page.depth, "noindex", page.http_status, page.content_type,
             page.content_hash, page.simhash, page.storage_key, page.etag, page.last_modified,
-            page.fetched_at.timestamp(), max(fetch_count, 1)))
+            page.fetched_at.timestamp(), max(fetch_count, 1), wire_hash=page.wire_hash))
         _PAGE("noindex").inc()
         links = [] if page.nofollow else self._links_out(page.out_links, page.depth + 1, page.url)
-        return [*self._archive_only(page, None), *links]
+        return [*await self._archive_only(page, None), *links]
 
     def _publish(self, page: ParsedPage, changed: bool) -> list[Output]:
         links = [] if page.nofollow else page.out_links
@@ -304,14 +306,29 @@ class DedupHandler:
         out.extend(self._links_out(links, page.depth + 1, page.url))
         return out
 
-    def _archive_only(self, page: ParsedPage, revisit_url: str | None,
-                      revisit_date: float | None = None) -> list[Output]:
+    async def _archive_only(self, page: ParsedPage, revisit_url: str | None, revisit_date: float | None = None,
+                            digest: str | None = None) -> list[Output]:
         """The archive record of a page that is not published: a revisit of ``revisit_url``'s capture
-        (same body), or a response (a near duplicate: ``revisit_url`` None)."""
+        (same body) when that capture's payload digest (``digest``; for another URL, read from its row)
+        is this page's, else a response (also for a near duplicate: ``revisit_url`` None)."""
         if not self.warc or page.exchange is None:
             return []
-        revisit = RevisitOf(url=revisit_url, fetched_at=revisit_date) if revisit_url else None
+        revisit = None
+        if revisit_url:
+            if revisit_url != page.url:
+                digest = capture_digest(await self._row_of(revisit_url), page.content_hash)
+            if digest is not None and digest == payload_digest(page):
+                revisit = RevisitOf(url=revisit_url, fetched_at=revisit_date)
+            else:  # same body, other bytes on the wire (or not known): a response record of its own
+                _PAGE("archived_not_revisit").inc()
         return [archive_page(page, page.exchange, revisit_of=revisit)]
+
+    async def _row_of(self, url: str) -> UrlState | None:
+        try:
+            _url, host, fp = url_identity(url)
+        except UrlError:
+            return None
+        return await self.state.url_get(host, fp)
 
     async def _sitemap(self, page: ParsedPage) -> list[Output]:
         """A sitemap's entries (or child sitemaps) are candidates at the next depth, with their lastmods; the
@@ -323,10 +340,10 @@ class DedupHandler:
         prev = await self.state.url_get(page.host, page.url_fp)
         st = UrlState(page.host, page.url_fp, page.url, page.depth, "sitemap", page.http_status, page.content_type,
                       page.content_hash, None, page.storage_key, page.etag, page.last_modified,
-                      page.fetched_at.timestamp(), (prev.fetch_count if prev else 0) + 1)
+                      page.fetched_at.timestamp(), (prev.fetch_count if prev else 0) + 1, wire_hash=page.wire_hash)
         await self.state.url_put_fetch(st)
         _PAGE("sitemap").inc()
-        return [*self._archive_only(page, None), *out]
+        return [*await self._archive_only(page, None), *out]
 
     async def _near_duplicate(self, page: ParsedPage) -> str | None:
         """The URL of an indexed page within simhash_distance bits of this one, if any (a read only: the

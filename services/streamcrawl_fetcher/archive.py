@@ -21,22 +21,27 @@ from streamcrawl_runtime.ports.loop import Output
 from streamcrawl_fetcher.ports import HttpResponse
 
 
-def archive_result(res: FetchResult, prev_hash: str | None, prev_fetched_at: float | None) -> Output | None:
-    """The archive record of a fetch with a response and nothing to parse (keyed by exchange id)."""
+def archive_result(res: FetchResult, prev_hash: str | None, prev_fetched_at: float | None,
+                   prev_wire_hash: str | None = None) -> Output | None:
+    """The archive record of a fetch with a response and nothing to parse (keyed by exchange id). A 304 is
+    a revisit naming the payload digest of the URL's last capture: its wire digest (url_state.wire_hash),
+    or its content hash when none is kept (a capture recorded before wire bodies were: decoded, and its
+    digest over the decoded body; or one with no content coding, where both are the same)."""
     if res.exchange is None:
         return None
     revisit = None
-    content_hash = None
+    content_hash = wire_hash = None
     if res.outcome == "not_modified" and prev_hash is not None:
         revisit, content_hash = RevisitOf(url=res.url, fetched_at=prev_fetched_at), prev_hash
+        wire_hash = prev_wire_hash or prev_hash
     return Output(ARCHIVE, res.exchange.id, ArchiveRecord(
         url=res.url, host=res.host, url_fp=res.url_fp, fetched_at=res.started_at, fetch_s=res.fetch_s,
         outcome=res.outcome, status=res.status, exchange=res.exchange, content_hash=content_hash,
-        out_links=[res.redirect_to] if res.redirect_to else [], revisit_of=revisit))
+        out_links=[res.redirect_to] if res.redirect_to else [], revisit_of=revisit, wire_hash=wire_hash))
 
 
 def archive_exchange(url: str, host: str, sent_at: float, resp: HttpResponse, outcome: str,
-                     stored: StoredPage | None) -> Output | None:
+                     stored: StoredPage | None, wire: tuple[str, str | None] | None = None) -> Output | None:
     """The archive record of one of the fetcher's own requests (robots.txt, a hop of its redirect chain,
     the soft-404 probe): a response record, with its body when `stored` (a 2xx the fetcher stored),
     without one otherwise (as for a redirect or an error), and the Location as its out-link."""
@@ -49,7 +54,8 @@ def archive_exchange(url: str, host: str, sent_at: float, resp: HttpResponse, ou
         url=url, host=host, url_fp=url_fingerprint(url), fetched_at=sent_at, fetch_s=resp.elapsed_s, outcome=outcome,
         status=resp.status, exchange=exchange, content_hash=stored.content_hash if stored else None,
         storage_key=stored.key if stored else None, content_length=len(resp.body) if stored else 0,
-        truncated=resp.truncated if stored else False, out_links=[urljoin(url, location)] if location else []))
+        truncated=resp.truncated if stored else False, out_links=[urljoin(url, location)] if location else [],
+        wire_hash=wire[0] if stored and wire else None, wire_key=wire[1] if stored and wire else None))
 
 
 def sitemap_candidates(res: FetchResult) -> list[Output]:

@@ -5,7 +5,8 @@ shares.
 
 A fetched body is written to the blob store before its result is emitted; when its stored (gzip) form is
 at most the inline cap (`FetchPolicy.inline_body_max_bytes`) it is also carried in the result (`body_gz`)
-for the parser. A soft 404's body is not stored.
+for the parser. A soft 404's body is not stored. A body that came content-coded (gzip, br...) is also
+stored as received, for the WARC writer's response record (`store_wire`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ INLINE_BODIES = Counter("streamcrawl_fetcher_inline_bodies",
                         ["where"])
 REDIRECTS = Counter("streamcrawl_fetcher_redirects", "Redirect answers by verdict (followed, loop, limit, refused)",
                     ["verdict"])
+WIRE_STORED_BYTES = Counter("streamcrawl_fetcher_wire_stored_bytes",
+                            "Bodies as transferred (content-coded) newly written to the blob store for WARC")
 SOFT404 = Counter("streamcrawl_fetcher_soft404", "Pages classified as soft 404s (not stored, not parsed)")
 
 
@@ -79,15 +82,29 @@ async def classify(req: FetchRequest, resp: HttpResponse, fetch_s: float, ended:
         stored = await blobs.astore_page(resp.body)
         if stored.new:
             STORED_BYTES.inc(len(resp.body))
+        wire_hash, wire_key = await store_wire(blobs, resp, stored.content_hash)
         # A small body also rides along in the result, so the parser need not read it back.
         inline = stored.data if len(stored.data) <= inline_body_max_bytes else None
         INLINE_BODIES.labels("inline" if inline is not None else "s3_only").inc()
         return result("fetched", content_hash=stored.content_hash, storage_key=stored.key,
-                      content_length=len(resp.body), truncated=resp.truncated, body_gz=inline, **common)
+                      content_length=len(resp.body), truncated=resp.truncated, body_gz=inline,
+                      wire_hash=wire_hash, wire_key=wire_key, **common)
     retry_after = None
     if resp.status in (429, 503):
         retry_after = parse_retry_after(h.get("retry-after"), clock())
     return result("http_error", error=f"HTTP {resp.status}", retry_after_s=retry_after, **common)
+
+
+async def store_wire(blobs: BlobStore, resp: HttpResponse, content_hash: str) -> tuple[str, str | None]:
+    """(SHA-256 of the entity body as transferred, its blob key or None). A body that came with a content
+    coding is stored a second time as received (a blob of its own, keyed by its hash), for the WARC writer;
+    without one the wire bytes are the page just stored: nothing more is written."""
+    if resp.wire is None:
+        return content_hash, None
+    stored = await blobs.astore_page(resp.wire)
+    if stored.new:
+        WIRE_STORED_BYTES.inc(len(resp.wire))
+    return stored.content_hash, stored.key
 
 
 def is_text(content_type: str | None) -> bool:

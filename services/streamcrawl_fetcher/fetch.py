@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 import httpx
 import yarl
+from httpx._decoders import IdentityDecoder  # the decoder aiter_bytes would use (see _read_capped)
 from streamcrawl_core.urls import UrlError, normalize
 
 from streamcrawl_fetcher.dns import Resolver
@@ -207,7 +208,7 @@ class HttpFetcher:
             async with asyncio.timeout(self.total_timeout_s):
                 response = await self.client.handle_async_request(request)
                 try:
-                    body, truncated = await _read_capped(response, max_bytes)
+                    body, wire, truncated = await _read_capped(response, max_bytes)
                 finally:
                     await response.aclose()
         except TimeoutError as exc:
@@ -217,7 +218,8 @@ class HttpFetcher:
         except (httpx.HTTPError, httpx.StreamError, OSError) as exc:
             raise NetworkError(f"{type(exc).__name__}: {exc}"[:300]) from exc
         return HttpResponse(response.status_code, response.headers, body, truncated, time.perf_counter() - t0,
-                            ip=ip, request_head=_request_head(request), response_head=_response_head(response))
+                            ip=ip, request_head=_request_head(request), response_head=_response_head(response),
+                            wire=wire)
 
     async def fetch_robots(self, url: str, max_bytes: int, max_redirects: int,
                            hop_delay: Callable[[float], float] = lambda _s: 0.0,
@@ -274,14 +276,33 @@ def _response_head(response: httpx.Response) -> str:
     return "\r\n".join(lines) + "\r\n\r\n"
 
 
-async def _read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
-    """Read the decoded body up to `max_bytes`; the cap is on decoded bytes, so a gzip bomb stops too."""
+async def _read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bytes | None, bool]:
+    """Read the body up to `max_bytes`: (decoded body, entity body as transferred or None, truncated).
+
+    One pass: the raw bytes (transfer coding removed by the transport, Content-Encoding kept) go through
+    the decoder httpx's own ``aiter_bytes`` uses. The cap is on decoded bytes, so a gzip bomb stops too
+    (and on the raw bytes: a stream that decodes to nothing stops as well). With no content coding httpx
+    knows (the common case) the wire bytes are the decoded bytes: None, so no second copy is kept."""
+    decoder = response._get_content_decoder()  # httpx's decoder for the response's Content-Encoding
+    identity = isinstance(decoder, IdentityDecoder)
     chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        if size + len(chunk) > max_bytes:
-            chunks.append(chunk[: max_bytes - size])
-            return b"".join(chunks), True
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks), False
+    raw: list[bytes] = []
+    size = raw_size = 0
+    truncated = False
+    async for chunk in response.aiter_raw():
+        if not identity:
+            raw.append(chunk)
+            raw_size += len(chunk)
+        decoded = decoder.decode(chunk)
+        if size + len(decoded) > max_bytes or raw_size > max_bytes:
+            chunks.append(decoded[: max_bytes - size])
+            truncated = True
+            break
+        chunks.append(decoded)
+        size += len(decoded)
+    if not truncated:
+        tail = decoder.flush()
+        if size + len(tail) > max_bytes:
+            tail, truncated = tail[: max_bytes - size], True
+        chunks.append(tail)
+    return b"".join(chunks), (None if identity else b"".join(raw)), truncated

@@ -58,7 +58,7 @@ from streamcrawl_runtime.ports.loop import Output, Record, StatelessHandler
 from streamcrawl_runtime.ports.state import FetcherState, FetchOutcome, LeaseMarks
 
 from streamcrawl_fetcher.archive import archive_exchange, archive_result, sitemap_candidates
-from streamcrawl_fetcher.classify import body_text, classify, is_text
+from streamcrawl_fetcher.classify import body_text, classify, is_text, store_wire
 from streamcrawl_fetcher.exchanges import ExchangeLog
 from streamcrawl_fetcher.outcomes import (
     conditional_headers,
@@ -153,7 +153,8 @@ class FetcherHandler(StatelessHandler):
             status = kept_status(prev.status)
         archived = None
         if self.policy.warc and status is not None and result.exchange is not None:
-            archived = archive_result(result, prev.content_hash if prev else None, prev.fetched_at if prev else None)
+            archived = archive_result(result, prev.content_hash if prev else None, prev.fetched_at if prev else None,
+                                      prev.wire_hash if prev else None)
         if result.outcome != "lease_expired":
             # Durable before the result is produced (the offset is committed only after that); the outcome
             # row (the host view's last outcomes) goes in the same request, and so does the URL's status for
@@ -358,17 +359,20 @@ class FetcherHandler(StatelessHandler):
         request (robots.txt, or the probe) has been made and whose answer is kept already, so the retry
         would send a second request under one lease."""
         stored = None
+        wire: tuple[str, str | None] | None = None
         if with_body:
             try:
                 stored = await self.blobs.astore_page(resp.body)
+                wire = await store_wire(self.blobs, resp, stored.content_hash)
             except Exception as exc:
+                stored = None
                 OWN_BODY_STORE_FAILURES.inc()
                 log.warning("archived without its body", extra={"url": url, "error": repr(exc)[:300]})
         try:
             host = host_of(url)
         except UrlError:
             return []
-        archived = archive_exchange(url, host, sent_at, resp, outcome, stored)
+        archived = archive_exchange(url, host, sent_at, resp, outcome, stored, wire)
         return [archived] if archived is not None else []
 
     async def _probe(self, req: FetchRequest, probe_url: str, probe_path: str, delay: float | None,

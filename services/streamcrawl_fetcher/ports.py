@@ -49,6 +49,13 @@ class HttpResponse:
     ip: str = ""
     request_head: str = ""
     response_head: str = ""
+    #: The entity body as transferred (Content-Encoding kept, transfer coding removed) when a content
+    #: coding was decoded; None when it is `body` itself (no coding: the common case).
+    wire: bytes | None = None
+
+    @property
+    def wire_body(self) -> bytes:
+        return self.body if self.wire is None else self.wire
 
 
 class Resolver(Protocol):

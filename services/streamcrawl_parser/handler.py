@@ -76,6 +76,7 @@ def build_page(result: FetchResult, body: bytes, max_links: int = 1000, simhash_
         unavailable_after=outcome.unavailable_after,
         text_length=len(outcome.text), etag=result.etag, last_modified=result.last_modified,
         exchange=result.exchange, fetch_s=result.fetch_s, truncated=result.truncated,
+        wire_hash=result.wire_hash, wire_key=result.wire_key,
     ), outcome
 
 

@@ -36,5 +36,6 @@ def sitemap_pages(result: FetchResult, sitemap: Sitemap, part_urls: int | None =
                        content_hash=result.content_hash, storage_key=result.storage_key, out_links=urls,
                        lastmods=lastmods, sitemap=True, sitemap_part=n, noindex=True, etag=result.etag,
                        last_modified=result.last_modified, exchange=result.exchange if n == 0 else None,
-                       fetch_s=result.fetch_s, truncated=result.truncated)
+                       fetch_s=result.fetch_s, truncated=result.truncated, wire_hash=result.wire_hash,
+                       wire_key=result.wire_key)
             for n, (urls, lastmods) in enumerate(parts)]

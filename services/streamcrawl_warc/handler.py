@@ -217,11 +217,13 @@ class WarcHandler:
             w = current.ids[ex_id]
             return await self._after_upload(current, message, (current.key, w.offset, w.length))
         body = None
-        if message.revisit_of is None and message.storage_key:
+        # The body as received: its own blob when it came content-coded, else the page itself.
+        source = (message.wire_key or message.storage_key) if message.wire_hash else message.storage_key
+        if message.revisit_of is None and source:
             try:
-                body = await asyncio.to_thread(self.store.get_page, message.storage_key)
+                body = await asyncio.to_thread(self.store.get_page, source)
             except KeyError as exc:
-                raise PoisonMessage(f"body {message.storage_key} not in the blob store") from exc
+                raise PoisonMessage(f"body {source} not in the blob store") from exc
         while True:
             f = self._open.get(part) or self._new_file(part, record.offset, message.fetched_at)
             async with f.lock:

@@ -2,7 +2,14 @@
 gzip member, appended to an open file; and the CDXJ line of the response or revisit record.
 
 Digests are SHA-256 (``sha256:`` + base32), so a revisit of a 304 can name the payload digest of the
-earlier capture from the content hash the crawler already keeps, without reading the body again.
+earlier capture from the hash the crawler already keeps (url_state.wire_hash), without reading the body
+again.
+
+The response record holds the body as received (WARC 1.1): the entity body with its Content-Encoding, the
+transfer coding removed (the transport de-chunks; Transfer-Encoding is kept as X-Crawler-Transfer-Encoding
+and the payload's Content-Length added), and WARC-Payload-Digest is over those bytes. A record whose
+producer did not keep the wire body (``wire_hash`` None: an older fetcher) is recorded decoded as before,
+its codings under X-Crawler- headers.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from streamcrawl_contracts.messages import ArchiveRecord
 from streamcrawl_core.warc_layout import (
     cdxj_line,
     mime_of,
+    received_head,
     record_id,
     recorded_head,
     sha256_digest,
@@ -81,20 +89,23 @@ class FileWriter:
         self._write(rec)
 
     def fetch(self, rec: ArchiveRecord, body: bytes | None) -> Written:
-        """request, then response (``body``; None = not stored) or revisit, then metadata."""
+        """request, then response (``body``: as received when ``rec.wire_hash`` is set, else decoded; None =
+        not stored) or revisit, then metadata."""
         ex = rec.exchange
         date = warc_date(rec.fetched_at)
         main_role = "revisit" if rec.revisit_of is not None else "response"
         main_id = record_id(ex.id, main_role)
         common = {"WARC-Date": date, "WARC-IP-Address": ex.ip}
+        wire = rec.wire_hash is not None  # the payload is the body as received
         if rec.revisit_of is not None:
-            digest = sha256_digest(rec.content_hash) if rec.content_hash else None
-            if digest is None:
-                raise ValueError("a revisit needs the payload's content hash")
+            named = rec.wire_hash or rec.content_hash
+            if not named:
+                raise ValueError("a revisit needs the payload's digest")
             refers = rec.revisit_of
             main = self.writer.create_revisit_record(
-                rec.url, digest, refers.url, warc_date(refers.fetched_at) if refers.fetched_at else None,
-                http_headers=_head(recorded_head(ex.response_head, None)),
+                rec.url, sha256_digest(named), refers.url,
+                warc_date(refers.fetched_at) if refers.fetched_at else None,
+                http_headers=_head((received_head if wire else recorded_head)(ex.response_head, None)),
                 warc_headers_dict={"WARC-Record-ID": main_id, **common})
             if refers.fetched_at is None:  # an exact duplicate of another URL whose capture date is not known
                 main.rec_headers.remove_header("WARC-Refers-To-Date")
@@ -105,9 +116,10 @@ class FileWriter:
                 headers["WARC-Truncated"] = "unspecified"
             elif rec.truncated:
                 headers["WARC-Truncated"] = "length"
+            head = (received_head if wire and body is not None else recorded_head)(ex.response_head, len(payload))
             main = self.writer.create_warc_record(
                 rec.url, "response", payload=io.BytesIO(payload), length=len(payload),
-                http_headers=_head(recorded_head(ex.response_head, len(payload))), warc_headers_dict=headers)
+                http_headers=_head(head), warc_headers_dict=headers)
         request = self.writer.create_warc_record(
             rec.url, "request", payload=io.BytesIO(b""), length=0, http_headers=_head(ex.request_head, True),
             warc_headers_dict={"WARC-Record-ID": record_id(ex.id, "request"), **common,

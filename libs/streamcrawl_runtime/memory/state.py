@@ -210,7 +210,7 @@ class MemoryCrawlState:
     def _put_fetch(self, st: UrlState) -> None:
         row = self._url(st.host, st.url_fp, st.url)
         for name in ("url", "depth", "status", "http_status", "content_type", "content_hash", "simhash",
-                     "storage_key", "etag", "last_modified", "fetch_count", "canonical_url"):
+                     "storage_key", "etag", "last_modified", "fetch_count", "canonical_url", "wire_hash"):
             setattr(row, name, getattr(st, name))
         row.fetched_at = _ms(st.fetched_at)
 

@@ -96,6 +96,10 @@ class UrlState:
     lm_changes: int = 0
     lm_exposure_s: float = 0.0
     lm_conflicts: int = 0
+    #: The payload digest (hex SHA-256) of the URL's last capture as its WARC record holds it: the body as
+    #: transferred, Content-Encoding kept (dedup; migration 0042). None: the content hash is that digest (no
+    #: content coding, or a capture recorded before wire bodies were, or a row older than the column).
+    wire_hash: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

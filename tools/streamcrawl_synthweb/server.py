@@ -3,7 +3,8 @@
 Each host is reachable only at its own 127.x.y.z address (one listening socket per host, all on one
 port), so DNS resolution matters. A request is dispatched on the Host header, falling back to the
 local address it arrived on. HTTP/1.1 keep-alive and HEAD come from aiohttp; gzip/brotli, strong
-ETags, Last-Modified and 304s are done here so the ETag can name the representation.
+ETags, Last-Modified and 304s are done here so the ETag can name the representation. Which coding a host
+prefers, and whether it sends it chunked, is `wire_style` (by host name).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ try:  # brotli is a pinned dependency, but the server must not die without it.
 except ImportError:  # pragma: no cover
     _brotli = None
 
-__all__ = ["SynthServer"]
+__all__ = ["SynthServer", "wire_style"]
 
 log = logging.getLogger("streamcrawl_synthweb.server")
 
@@ -84,7 +85,15 @@ def _etag_core(value: str) -> str:
     return v
 
 
-def _pick_encoding(accept: str) -> str | None:
+def wire_style(host_name: str) -> tuple[bool, bool]:
+    """(prefers gzip, sends it chunked) for a host: most hosts answer a crawler that accepts both with
+    br and a Content-Length; about a quarter prefer gzip and send it chunked (no Content-Length), about a
+    quarter prefer gzip with a Content-Length, so a crawl meets both codings and both framings."""
+    style = zlib.crc32(host_name.encode()) % 4
+    return style in (0, 1), style == 0
+
+
+def _pick_encoding(accept: str, prefer_gzip: bool = False) -> str | None:
     offered: dict[str, float] = {}
     for part in accept.split(","):
         name, _, params = part.strip().partition(";")
@@ -95,6 +104,8 @@ def _pick_encoding(accept: str) -> str | None:
             except ValueError:
                 q = 0.0
         offered[name.strip().lower()] = q
+    if prefer_gzip and offered.get("gzip", 0) > 0:
+        return "gzip"
     if _brotli is not None and offered.get("br", 0) > 0:
         return "br"
     if offered.get("gzip", 0) > 0:
@@ -160,7 +171,7 @@ class SynthServer:
         aborted = False
         try:
             reply = await self._reply(request, host) if host else Reply(421, b"unknown host\n")
-            await self._send(request, reply, resp, sent)
+            await self._send(request, reply, resp, sent, host.name if host else "")
         except (ConnectionError, asyncio.CancelledError):
             aborted = True
             raise
@@ -273,7 +284,8 @@ class SynthServer:
         return Reply(body=r.body, content_type=r.content_type, last_modified=_EPOCH_2026)
 
     # --- sending ------------------------------------------------------------------------------------
-    async def _send(self, request: web.BaseRequest, reply: Reply, resp: web.StreamResponse, sent: _Sent) -> None:
+    async def _send(self, request: web.BaseRequest, reply: Reply, resp: web.StreamResponse, sent: _Sent,
+                    host_name: str = "") -> None:
         """Write ``reply`` into ``resp``; ``sent`` counts body bytes as they go out and stamps
         ``last_write`` right before the call that hands the last bytes to the socket."""
         resp.set_status(reply.status)
@@ -303,13 +315,28 @@ class SynthServer:
         else:
             etag = None
         text_like = reply.content_type.startswith(("text/", "application/json"))
-        encoding = _pick_encoding(request.headers.get("Accept-Encoding", "")) if text_like else None
+        prefer_gzip, chunked = wire_style(host_name)
+        encoding = _pick_encoding(request.headers.get("Accept-Encoding", ""), prefer_gzip) if text_like else None
         if reply.compressible and encoding and reply.status == 200:
             body = _brotli.compress(body) if encoding == "br" and _brotli else gzip.compress(body, mtime=0)
             resp.headers["Content-Encoding"] = encoding
             resp.headers["Vary"] = "Accept-Encoding"
+        else:
+            chunked = False
         if etag is not None:
             resp.headers["ETag"] = f'"{etag}-{encoding}"' if encoding else f'"{etag}"'
+        if chunked and not head:
+            # The compressed body in two chunks, its size not announced (as a streaming gzip filter sends it).
+            resp.enable_chunked_encoding()
+            await resp.prepare(request)
+            half = len(body) // 2
+            for part in (body[:half], body[half:]):
+                if part:
+                    await resp.write(part)
+            sent.bytes = len(body)
+            sent.last_write = time.time()  # the terminating chunk goes out in write_eof
+            await resp.write_eof()
+            return
         resp.content_length = len(body)
         await resp.prepare(request)
         # aiohttp buffers the head and sends it with the body in one write (or in write_eof when there is

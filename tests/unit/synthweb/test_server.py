@@ -10,9 +10,11 @@ import dns.message
 import dns.query
 import dns.rcode
 import dns.resolver
+import brotli
 import httpx
 import pytest
 from streamcrawl_synthweb import load_log
+from streamcrawl_synthweb.server import wire_style
 
 
 def test_dns_answers(live):
@@ -61,10 +63,33 @@ def test_conditional_get_head_and_compression(live):
     host = live.host("normal")
     with httpx.stream("GET", live.url(host, "/p/1.html"), headers={"Accept-Encoding": "gzip"}) as raw:
         assert gzip.decompress(b"".join(raw.iter_raw())) == r.content  # the wire bytes are gzip
+    prefer_gzip, _chunked = wire_style(host.name)
     b = live.get("normal", "/p/1.html", headers={"Accept-Encoding": "br, gzip"})
-    assert b.headers["Content-Encoding"] == "br" and b.text == r.text
+    assert b.headers["Content-Encoding"] == ("gzip" if prefer_gzip else "br") and b.text == r.text
     h = live.get("normal", "/p/1.html", method="HEAD")
     assert h.status_code == 200 and h.content == b"" and h.headers["ETag"] == etag
+
+
+def _raw_get(live, host, path: str, accept: str) -> tuple[httpx.Response, bytes]:
+    headers = {"Host": f"{host.name}:{live.web.port}", "Accept-Encoding": accept}
+    with httpx.stream("GET", live.url(host, path), headers=headers, timeout=5) as resp:
+        return resp, b"".join(resp.iter_raw())
+
+
+def test_hosts_differ_in_coding_and_framing(live):
+    """A crawler accepting both codings meets br with a Content-Length, gzip with one, and gzip chunked."""
+    kinds = ("normal", "directives", "dup_near", "robots_wildcard", "robots_disallow", "robots_crawl_delay")
+    styles = {wire_style(h.name): h for kind in kinds for h in live.web.hosts_of_kind(kind)}
+    assert set(styles) == {(False, False), (True, False), (True, True)}
+    for (prefer_gzip, chunked), host in styles.items():
+        plain, plain_body = _raw_get(live, host, "/p/1.html", "identity")
+        assert "Content-Encoding" not in plain.headers and plain.headers["Content-Length"] == str(len(plain_body))
+        resp, raw = _raw_get(live, host, "/p/1.html", "gzip, br")
+        assert resp.headers["Content-Encoding"] == ("gzip" if prefer_gzip else "br")
+        assert ("Transfer-Encoding" in resp.headers) == chunked
+        assert ("Content-Length" in resp.headers) == (not chunked)
+        decoded = gzip.decompress(raw) if prefer_gzip else brotli.decompress(raw)
+        assert decoded == plain_body
 
 
 def test_rate_limit_retry_after(live):

@@ -305,6 +305,41 @@ def test_bodies_are_decoded(encoding: str) -> None:
     run(go())
 
 
+@pytest.mark.parametrize("chunked", [False, True])
+@pytest.mark.parametrize("encoding", ["gzip", "br", "identity"])
+def test_the_wire_body_is_kept_as_transferred(encoding: str, chunked: bool) -> None:
+    """One pass gives the decoded body and the entity body as sent (Content-Encoding kept, the chunked
+    framing removed); with no content coding there is no second copy (the body is the wire body)."""
+    data = {"gzip": gzip.compress, "br": brotli.compress, "identity": lambda b: b}[encoding](PAGE)
+
+    async def handler(request: web.BaseRequest) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/html",
+                                           **({} if encoding == "identity" else {"Content-Encoding": encoding})})
+        if chunked:
+            resp.enable_chunked_encoding()
+        else:
+            resp.content_length = len(data)
+        await resp.prepare(request)
+        for i in range(0, len(data), 1000):
+            await resp.write(data[i:i + 1000])
+        await resp.write_eof()
+        return resp
+
+    async def go() -> None:
+        async with serve(handler) as port:
+            f = fetcher()
+            resp = await get(f, f"http://127.0.0.1:{port}/")
+            await f.client.aclose()
+        assert resp.body == PAGE and not resp.truncated
+        assert ("transfer-encoding" in resp.response_head.lower()) == chunked
+        if encoding == "identity":
+            assert resp.wire is None and resp.wire_body == PAGE
+        else:
+            assert resp.wire == data and resp.wire_body == data
+
+    run(go())
+
+
 @pytest.mark.parametrize("encoding", ["gzip", "br", "identity"])
 def test_body_cap_is_on_the_decoded_body(encoding: str) -> None:
     bomb = b"\0" * (20 << 20)  # 20 MiB that compress to a few KiB

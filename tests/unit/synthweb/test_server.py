@@ -6,11 +6,11 @@ import email.utils
 import gzip
 import time
 
+import brotli
 import dns.message
 import dns.query
 import dns.rcode
 import dns.resolver
-import brotli
 import httpx
 import pytest
 from streamcrawl_synthweb import load_log

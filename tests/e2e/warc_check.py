@@ -1,6 +1,8 @@
 """The replay check of an e2e crawl's WARC output: pages read back from S3 through the CDXJ index by range
-request, their digests checked and their bodies compared with what the synthetic web serves; every file
-accepted by warcio's checker; no fetch written twice."""
+request, their payload digests checked over the body as received (Content-Encoding kept), the body
+decoded per its Content-Encoding and compared with page_fetched's content hash and with what the
+synthetic web serves; every page record as its host sent it (br or gzip, chunked or not: `wire_style`);
+every file accepted by warcio's checker; no fetch written twice."""
 
 from __future__ import annotations
 
@@ -8,17 +10,18 @@ import base64
 import hashlib
 import io
 import json
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from minio import Minio
-from streamcrawl_synthweb.model import SynthWeb
+from streamcrawl_synthweb.model import Host, Page, SynthWeb
 from streamcrawl_synthweb.pages import render_page, robots_spec
+from streamcrawl_synthweb.server import wire_style
 from warcio.archiveiterator import ArchiveIterator
+
+from tests.warcio_check import decode_payload, warcio_check
 
 
 def _cdxj(client: Minio, bucket: str) -> list[tuple[str, str, dict[str, Any]]]:
@@ -47,13 +50,26 @@ def _digest(body: bytes) -> str:
     return "sha256:" + base64.b32encode(hashlib.sha256(body).digest()).decode()
 
 
-def _served_versions(web: SynthWeb, url: str, max_version: int) -> set[bytes] | None:
-    """What the synthetic web serves at ``url`` in any content version (None: not a table page)."""
+def _payload(rec: Any) -> tuple[bytes, bytes]:
+    """(the payload as recorded, that payload decoded per its Content-Encoding). warcio's content_stream
+    is not used: it cannot decode br with the installed brotli (tests/warcio_check.py)."""
+    raw = bytes(rec.raw_stream.read())
+    return raw, decode_payload(raw, rec.http_headers.get_header("Content-Encoding"))
+
+
+def _page_of(web: SynthWeb, url: str) -> tuple[Host | None, Page | None]:
     parts = urlsplit(url)
     host = next((h for h in web.hosts if h.name == parts.hostname), None)
+    if host is None:
+        return None, None
+    return host, host.pages.get(parts.path + (f"?{parts.query}" if parts.query else "")) or host.pages.get(parts.path)
+
+
+def _served_versions(web: SynthWeb, url: str, max_version: int) -> set[bytes] | None:
+    """What the synthetic web serves at ``url`` in any content version (None: not a table page)."""
+    host, page = _page_of(web, url)
     if host is None or host.kind == "trap_session":
         return None
-    page = host.pages.get(parts.path + (f"?{parts.query}" if parts.query else "")) or host.pages.get(parts.path)
     if page is None or page.kind in ("redirect", "error", "big"):
         return None
     versions = range(max_version + 1) if host.kind == "changing" else range(1)
@@ -76,13 +92,14 @@ def check_warc(client: Minio, bucket: str, msgs: list[dict[str, Any]], web: Synt
         assert fields["url"] == m["url"] and int(fields["length"]) == m["warc_length"]
         raw = _range(client, bucket, m["warc_filename"], m["warc_offset"], m["warc_length"])
         # ArchiveIterator streams: a record's content is read while iterating
-        records = [(r, r.content_stream().read()) for r in ArchiveIterator(io.BytesIO(raw))]
+        records = [(r, *_payload(r)) for r in ArchiveIterator(io.BytesIO(raw))]
         assert len(records) == 1, f"{m['url']}: the range holds {len(records)} records"
-        rec, body = records[0]
+        rec, wire, body = records[0]
         assert rec.rec_type == "response" and rec.rec_headers.get_header("WARC-Target-URI") == m["url"]
         assert rec.rec_headers.get_header("WARC-IP-Address", "").startswith("127.")
+        # the digest is over the body as received; decoded, it is the body page_fetched names
         digest = rec.rec_headers.get_header("WARC-Payload-Digest")
-        assert digest == _digest(body) == fields["digest"], m["url"]
+        assert digest == _digest(wire) == fields["digest"], m["url"]
         assert hashlib.sha256(body).hexdigest() == m["content_hash"], m["url"]
         served = _served_versions(web, m["url"], max_version)
         if served is not None:
@@ -96,9 +113,9 @@ def check_warc(client: Minio, bucket: str, msgs: list[dict[str, Any]], web: Synt
             client.fget_object(bucket, obj.object_name, str(path))
             files.append(str(path))
     assert files
-    check = subprocess.run([sys.executable, "-c", "from warcio.cli import main; main()", "check", *files],
-                           capture_output=True, text=True)
+    check = warcio_check(files)
     assert check.returncode == 0, check.stdout[-2000:] + check.stderr[-2000:]
+    wire = _wire_forms(files, msgs, web)
     # at-least-once never writes a fetch twice (record ids are derived from the fetch's exchange id)
     ids: Counter[str] = Counter()
     for path in files:
@@ -118,9 +135,9 @@ def check_warc(client: Minio, bucket: str, msgs: list[dict[str, Any]], web: Synt
     for f in list(robots.values())[:sample]:
         key = f"warc/{f['filename'].rsplit('-', 2)[1]}/{f['filename']}"
         raw = _range(client, bucket, key, int(f["offset"]), int(f["length"]))
-        [(rec, body)] = [(r, r.content_stream().read()) for r in ArchiveIterator(io.BytesIO(raw))]
+        [(rec, as_received, body)] = [(r, *_payload(r)) for r in ArchiveIterator(io.BytesIO(raw))]
         assert rec.rec_type == "response" and rec.http_headers.get_statuscode() == f["status"]
-        assert rec.rec_headers.get_header("WARC-Payload-Digest") == _digest(body) == f["digest"]
+        assert rec.rec_headers.get_header("WARC-Payload-Digest") == _digest(as_received) == f["digest"]
         kind = kinds.get(urlsplit(f["url"]).hostname or "")
         if f["status"] == "200" and kind is not None:
             assert body == robots_spec(kind, web.profile).body.encode(), (f["url"], body[:80])
@@ -131,4 +148,46 @@ def check_warc(client: Minio, bucket: str, msgs: list[dict[str, Any]], web: Synt
                        for _k, _ts, f in index for u in [f["url"]]), name
     revisits = sum(1 for _k, _ts, f in index if f.get("mime") == "warc/revisit")
     return {"warc_files": len(files), "cdxj_lines": len(index), "revisits": revisits, "compared_bodies": compared,
-            "robots_records": len(robots), "probe_records": len(probes)}
+            "robots_records": len(robots), "probe_records": len(probes), **wire}
+
+
+def _wire_forms(files: list[str], msgs: list[dict[str, Any]], web: SynthWeb) -> dict[str, int]:
+    """Every published HTML page's response record holds its body as its host sent it: br, or gzip (chunked
+    on some hosts: the framing removed, Transfer-Encoding kept as X-Crawler-Transfer-Encoding), its
+    digest over those bytes and its decoded form the page's content hash; a streamed big page identity and
+    chunked; and the crawl met every form."""
+    records: dict[str, tuple[str | None, str | None, str | None, str]] = {}
+    for path in files:
+        with open(path, "rb") as fh:
+            for r in ArchiveIterator(fh):
+                if r.rec_type != "response":
+                    continue
+                if r.rec_headers.get_header("WARC-Truncated"):
+                    continue  # cut at the body cap (or stored without a body): not a whole coded stream
+                wire, body = _payload(r)
+                assert r.rec_headers.get_header("WARC-Payload-Digest") == _digest(wire)
+                h = r.http_headers
+                assert h.get_header("Transfer-Encoding") is None
+                assert h.get_header("Content-Length") == str(len(wire))
+                records[r.rec_headers.get_header("WARC-Record-ID")] = (
+                    r.rec_headers.get_header("WARC-Target-URI"), h.get_header("Content-Encoding"),
+                    h.get_header("X-Crawler-Transfer-Encoding"), hashlib.sha256(body).hexdigest())
+    by_url = {url: (coding, te, sha) for url, coding, te, sha in records.values()}
+    forms: Counter[str] = Counter()
+    for m in msgs:
+        if not (m.get("content_type") or "").startswith("text/html") or m["url"] not in by_url:
+            continue
+        coding, te, sha = by_url[m["url"]]
+        if sha != m["content_hash"]:
+            continue  # the URL's last record is a later fetch (a changed page): checked by the sample above
+        _host, page = _page_of(web, m["url"])
+        if page is not None and page.kind == "big":  # streamed, never compressed
+            assert coding is None and te == "chunked", (m["url"], coding, te)
+            forms["identity_chunked_records"] += 1
+            continue
+        prefer_gzip, chunked = wire_style(urlsplit(m["url"]).hostname or "")
+        assert coding == ("gzip" if prefer_gzip else "br"), (m["url"], coding)
+        assert (te == "chunked") == chunked, (m["url"], te)
+        forms[f"{coding}{'_chunked' if chunked else ''}_records"] += 1
+    assert {"br_records", "gzip_records", "gzip_chunked_records"} <= set(forms), forms
+    return dict(forms)

@@ -40,9 +40,10 @@ SOFT404 = Counter("streamcrawl_fetcher_soft404", "Pages classified as soft 404s 
 async def classify(req: FetchRequest, resp: HttpResponse, fetch_s: float, ended: float, delay: float | None,
                    result: Callable[..., FetchResult], *, blobs: BlobStore, inline_body_max_bytes: int,
                    max_redirect_hops: int, clock: Callable[[], float],
-                   host_signature: int | None = None) -> FetchResult:
+                   host_signature: int | None = None, keep_wire: bool = True) -> FetchResult:
     """The result of ``req``'s answer ``resp`` (``result`` builds a FetchResult of ``req``); ``host_signature``
-    is the host's soft-404 signature, None when it has none (or it is not known yet)."""
+    is the host's soft-404 signature, None when it has none (or it is not known yet); ``keep_wire``: store a
+    content-coded body as received too (for the WARC writer; off when no WARC output is made)."""
     h = resp.headers
     common: dict[str, Any] = {
         "status": resp.status, "fetch_s": fetch_s, "ended_at": ended, "crawl_delay_s": delay,
@@ -82,7 +83,7 @@ async def classify(req: FetchRequest, resp: HttpResponse, fetch_s: float, ended:
         stored = await blobs.astore_page(resp.body)
         if stored.new:
             STORED_BYTES.inc(len(resp.body))
-        wire_hash, wire_key = await store_wire(blobs, resp, stored.content_hash)
+        wire_hash, wire_key = await store_wire(blobs, resp, stored.content_hash) if keep_wire else (None, None)
         # A small body also rides along in the result, so the parser need not read it back.
         inline = stored.data if len(stored.data) <= inline_body_max_bytes else None
         INLINE_BODIES.labels("inline" if inline is not None else "s3_only").inc()

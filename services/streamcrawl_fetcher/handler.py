@@ -350,7 +350,7 @@ class FetcherHandler(StatelessHandler):
         return await classify(req, resp, fetch_s, ended, delay, result, blobs=self.blobs,
                               inline_body_max_bytes=self.policy.inline_body_max_bytes,
                               max_redirect_hops=self.policy.max_redirect_hops, clock=self.clock,
-                              host_signature=host_signature)
+                              host_signature=host_signature, keep_wire=self.policy.warc)
 
     async def _archive_own(self, url: str, sent_at: float, resp: HttpResponse, outcome: str,
                            with_body: bool) -> list[Output]:

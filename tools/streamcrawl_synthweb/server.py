@@ -86,9 +86,9 @@ def _etag_core(value: str) -> str:
 
 
 def wire_style(host_name: str) -> tuple[bool, bool]:
-    """(prefers gzip, sends it chunked) for a host: most hosts answer a crawler that accepts both with
-    br and a Content-Length; about a quarter prefer gzip and send it chunked (no Content-Length), about a
-    quarter prefer gzip with a Content-Length, so a crawl meets both codings and both framings."""
+    """(prefers gzip, sends it chunked) for a host: about half the hosts answer a crawler that accepts both
+    with br and a Content-Length; a quarter prefer gzip and send it chunked (no Content-Length), a quarter
+    prefer gzip with a Content-Length, so a crawl meets both codings and both framings."""
     style = zlib.crc32(host_name.encode()) % 4
     return style in (0, 1), style == 0
 

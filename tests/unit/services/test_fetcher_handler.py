@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gzip
+import hashlib
 import ipaddress
 import re
 import socket
@@ -446,6 +448,28 @@ def test_small_body_is_stored_and_carried_in_the_result(dns_server: TinyDNS, web
     stored = rig.blobs.objects[res.storage_key]  # type: ignore[attr-defined]
     assert res.body_gz == stored == encode_page(PAGE)  # the very bytes in the store
     assert decode_page(res.body_gz) == PAGE and len(res.body_gz) < len(PAGE)
+
+
+@pytest.mark.parametrize("warc", [True, False])
+def test_a_content_coded_body_is_also_stored_as_received_for_the_warc_writer(
+        dns_server: TinyDNS, web: ScriptedHTTP, warc: bool) -> None:
+    rig = Rig(dns_server.port, web)
+    rig.handler.policy = dataclasses.replace(rig.handler.policy, warc=warc)
+    rig.allow_all()
+    coded = gzip.compress(PAGE, mtime=0)
+    web.routes["/gz"] = Reply(200, coded, {"Content-Type": "text/html", "Content-Encoding": "gzip"})
+    web.routes["/plain"] = Reply(200, PAGE + b"<!-- 2 -->", {"Content-Type": "text/html"})
+    gz, plain = rig.run(rig.request("/gz")), rig.run(rig.request("/plain"))
+    assert gz.outcome == plain.outcome == "fetched"
+    assert decode_page(rig.blobs.objects[gz.storage_key]) == PAGE  # type: ignore[attr-defined]  # decoded
+    assert plain.wire_key is None and plain.wire_hash == (plain.content_hash if warc else None)  # no 2nd object
+    if warc:
+        assert gz.wire_hash == hashlib.sha256(coded).hexdigest() != gz.content_hash and gz.wire_key is not None
+        assert decode_page(rig.blobs.objects[gz.wire_key]) == coded  # type: ignore[attr-defined]  # as received
+        assert len(rig.blobs.objects) == 3  # type: ignore[attr-defined]
+    else:
+        assert gz.wire_hash is None and gz.wire_key is None
+        assert len(rig.blobs.objects) == 2  # type: ignore[attr-defined]
 
 
 def test_duplicate_body_is_carried_too(dns_server: TinyDNS, web: ScriptedHTTP) -> None:

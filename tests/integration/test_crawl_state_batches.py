@@ -153,6 +153,25 @@ def test_dated_visit_statistics_and_sitemap_lastmod_read_back(crawl_cql, unique)
     assert plain.sitemap_lastmod is None
 
 
+def test_the_wire_digest_of_the_last_capture_reads_back(crawl_cql, unique):
+    """Migration 0042's column: dedup's url_state.wire_hash, written with the fetch; a fetch without one
+    (an identity body, an older producer) writes null, which reads back as None."""
+    state = CassandraCrawlState(crawl_cql)
+    host = f"wire-{unique}.test"
+    st = UrlState(host, 31, f"http://{host}/p", 1, "fetched", 200, "text/html", f"hash-{unique}", None,
+                  f"pages/{unique}.gz", fetched_at=1_700_000_000.0, fetch_count=1, wire_hash=f"wire-{unique}")
+
+    async def scenario() -> tuple[UrlState | None, UrlState | None]:
+        await state.url_put_fetch(st)
+        coded = await state.url_get(host, 31)
+        await state.url_put_fetch(dataclasses.replace(st, fetch_count=2, wire_hash=None))
+        return coded, await state.url_get(host, 31)
+
+    coded, plain = asyncio.run(scenario())
+    assert coded is not None and coded.wire_hash == f"wire-{unique}"
+    assert plain is not None and plain.wire_hash is None and plain.fetch_count == 2
+
+
 def test_started_and_fetched_lease_marks_read_back_with_the_lease(crawl_cql, unique):
     state = CassandraCrawlState(crawl_cql)
     host = f"lease-{unique}.test"

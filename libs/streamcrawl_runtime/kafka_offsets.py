@@ -69,8 +69,10 @@ class KafkaStatsSource:
             latest = self._offsets(OffsetSpec.latest)
             earliest = self._offsets(OffsetSpec.earliest)
             ends: dict[str, int] = {t.name: 0 for t in self.topics}
+            held: dict[str, int] = {t.name: 0 for t in self.topics}
             for (topic, _p), off in latest.items():
                 ends[topic] += max(off, 0)
+                held[topic] += max(off - max(earliest.get((topic, _p), 0), 0), 0)
             lag: dict[str, dict[str, int]] = {}
             for group in self._groups():
                 futures = self.admin.list_consumer_group_offsets(
@@ -84,7 +86,7 @@ class KafkaStatsSource:
                     start = tp.offset if tp.offset >= 0 else earliest.get(key, 0)
                     per_topic[tp.topic] = per_topic.get(tp.topic, 0) + max(latest[key] - start, 0)
                 lag[group] = per_topic
-            return KafkaStats(end_offsets=ends, group_lag=lag)
+            return KafkaStats(end_offsets=ends, group_lag=lag, held=held)
         except KafkaException as exc:
             raise PortError(f"kafka: admin call failed: {exc}") from exc
         except TimeoutError as exc:

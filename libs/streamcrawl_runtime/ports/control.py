@@ -40,6 +40,9 @@ class KafkaStats:
     end_offsets: dict[str, int] = field(default_factory=dict)
     #: consumer group -> topic -> total lag over the partitions the group has committed on
     group_lag: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: topic name -> records held (end less start offset, summed over partitions): the lag of a group that
+    #: has committed nothing on the topic yet (or does not exist yet: its first member has not joined)
+    held: dict[str, int] = field(default_factory=dict)
 
 
 class SeedSink(Protocol):

@@ -82,28 +82,7 @@ def recorded_head(response_head: str, payload_length: int | None) -> str:
     Content-Length does too and the payload's own Content-Length is appended. Without one (a revisit,
     whose payload is the earlier capture's, recorded decoded as well) Content-Length is kept: a reader
     must not try to decode an encoding the recorded payload no longer has."""
-    lines = response_head.split("\r\n")
-    while lines and lines[-1] == "":
-        lines.pop()
-    if not lines:
-        return "\r\n\r\n"
-    status, fields = lines[0], lines[1:]
-    if payload_length is None:
-        kept = [CRAWLER_PREFIX + f if f.split(":", 1)[0].strip().lower() in _CODINGS else f for f in fields]
-        return "\r\n".join([status, *kept]) + "\r\n\r\n"
-    recoded = any(f.split(":", 1)[0].strip().lower() in _CODINGS for f in fields)
-    lengths = [f.split(":", 1)[1].strip() for f in fields if f.split(":", 1)[0].strip().lower() == "content-length"]
-    rename_length = recoded or any(v != str(payload_length) for v in lengths)
-    out = [status]
-    for f in fields:
-        name = f.split(":", 1)[0].strip().lower()
-        if name in _CODINGS or (rename_length and name == "content-length"):
-            out.append(CRAWLER_PREFIX + f)
-        else:
-            out.append(f)
-    if rename_length or not lengths:
-        out.append(f"Content-Length: {payload_length}")
-    return "\r\n".join(out) + "\r\n\r\n"
+    return _rewrite_head(response_head, payload_length, _CODINGS, length_follows_codings=True)
 
 
 def received_head(response_head: str, payload_length: int | None) -> str:
@@ -112,6 +91,14 @@ def received_head(response_head: str, payload_length: int | None) -> str:
     (Transfer-Encoding becomes ``X-Crawler-Transfer-Encoding``), and, with a payload, a Content-Length
     that is not the payload's (or none) becoming ``X-Crawler-Content-Length`` with the payload's own
     appended. Without a payload (a revisit) only Transfer-Encoding is renamed."""
+    return _rewrite_head(response_head, payload_length, ("transfer-encoding",), length_follows_codings=False)
+
+
+def _rewrite_head(response_head: str, payload_length: int | None, renamed: tuple[str, ...],
+                  length_follows_codings: bool) -> str:
+    """The head with the ``renamed`` headers under CRAWLER_PREFIX; with a payload, a Content-Length that is
+    not the payload's (or any, once a renamed header was present, with ``length_follows_codings``) renamed
+    too and the payload's own appended."""
     lines = response_head.split("\r\n")
     while lines and lines[-1] == "":
         lines.pop()
@@ -123,11 +110,13 @@ def received_head(response_head: str, payload_length: int | None) -> str:
         return f.split(":", 1)[0].strip().lower()
 
     lengths = [f.split(":", 1)[1].strip() for f in fields if name(f) == "content-length"]
-    rename_length = payload_length is not None and any(v != str(payload_length) for v in lengths)
+    rename_length = payload_length is not None and (
+        (length_follows_codings and any(name(f) in renamed for f in fields))
+        or any(v != str(payload_length) for v in lengths))
     out = [status]
     for f in fields:
-        renamed = name(f) == "transfer-encoding" or (rename_length and name(f) == "content-length")
-        out.append(CRAWLER_PREFIX + f if renamed else f)
+        moved = name(f) in renamed or (rename_length and name(f) == "content-length")
+        out.append(CRAWLER_PREFIX + f if moved else f)
     if payload_length is not None and (rename_length or not lengths):
         out.append(f"Content-Length: {payload_length}")
     return "\r\n".join(out) + "\r\n\r\n"

@@ -28,10 +28,21 @@ class KafkaStatsSource:
 
     def __init__(self, bootstrap: str, group_prefix: str = "streamcrawl-", timeout_s: float = 5.0,
                  topics: Sequence[TopicSpec] = ALL_TOPICS) -> None:
-        self.admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        self.bootstrap = bootstrap
+        self.admin = self._client()
         self.group_prefix = group_prefix
         self.timeout_s = timeout_s
         self.topics = tuple(topics)
+
+    def _client(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
+
+    def _renew(self) -> None:
+        """A new admin client after a failed call. After a broker restart the old client's group requests
+        (list_consumer_group_offsets) kept timing out for minutes while a new client answered at once (the
+        engine-restart e2e test's launcher waited out its 900 s this way), so a failure costs the next call
+        one bootstrap round trip rather than leaving stats stale until the process restarts."""
+        self.admin = self._client()
 
     def _offsets(self, spec: Callable[[], OffsetSpec], attempts: int = 10) -> dict[tuple[str, int], int]:
         # Right after topics are (re)created, e.g. by a reset, the broker can answer NOT_LEADER or
@@ -88,6 +99,8 @@ class KafkaStatsSource:
                 lag[group] = per_topic
             return KafkaStats(end_offsets=ends, group_lag=lag, held=held)
         except KafkaException as exc:
+            self._renew()
             raise PortError(f"kafka: admin call failed: {exc}") from exc
         except TimeoutError as exc:
+            self._renew()
             raise PortError("kafka: admin call timed out") from exc

@@ -1,11 +1,12 @@
-"""End to end, engine faults (issue 11 item 6): one crawl of the synthetic web on the real stack while
-Cassandra, the S3 store and the Kafka broker are frozen in turn (SIGSTOP of the engine's process group,
-then SIGCONT, through `stack/stackctl.py`, which finds the pids under ``$STREAMCRAWL_STACK_DIR/run``).
+"""End to end, engine faults (issue 11 item 6): two crawls of the synthetic web on the real stack. In one,
+Cassandra, the S3 store and the Kafka broker are frozen 30 s in turn (SIGSTOP of the engine's process group,
+then SIGCONT, through `stack/stackctl.py`, which finds the pids under ``$STREAMCRAWL_STACK_DIR/run``); in
+the other each is restarted in turn (stopped, started, probed ready).
 
 Judged from the web server's own request log and the generator's ground truth (streamcrawl_launcher.verdict):
 0 politeness violations, every reachable page fetched, and after each thaw no host waits more than
 ``RECOVERY_S`` beyond what politeness required: an engine's stall is never charged as a host's response
-time (a 20 s freeze counted as a fetch would hold a host 200 s), and leases granted around a Kafka freeze do
+time (a 30 s freeze counted as a fetch would hold a host 300 s), and leases granted around a Kafka freeze do
 not block their hosts until the lease expiry. Every service that uses the frozen engine turns not ready
 and back. The crawl is the "polite" web: ~100 hosts of 12-32 pages, bounded by politeness (~40 s unfrozen).
 
@@ -14,12 +15,13 @@ This test freezes the engines of the stack it runs against: never point it at a 
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 from streamcrawl_launcher.faultrun import run_faults
-from streamcrawl_launcher.faults import ENGINE_USERS, Fault, ReadyzWatcher
+from streamcrawl_launcher.faults import ENGINE_USERS, Fault, Outage, ReadyzWatcher
 from streamcrawl_launcher.verdict import coverage_timeline
 
 pytestmark = [
@@ -33,7 +35,7 @@ pytestmark = [
 HOSTS = 100
 WEB_SEED = 5
 PROFILE = "polite"
-FREEZE_S = float(os.environ.get("FAULTS_FREEZE_S", "20"))
+FREEZE_S = float(os.environ.get("FAULTS_FREEZE_S", "30"))
 #: Results before the first freeze (Cassandra): the hosts' first requests (robots.txt, the soft-404 probe)
 #: are under way then, and for a host with no known fetch time a stall counted as one costs 10x in full.
 #: Then the pause between two faults (the crawl carries on).
@@ -41,13 +43,25 @@ START_AFTER_RESULTS = int(os.environ.get("FAULTS_START_AFTER", "10"))
 BETWEEN_S = 6.0
 #: The longest any host may wait after a thaw beyond its politeness delay (the issue's target: 30 s).
 RECOVERY_S = 30.0
-FAULTS = (Fault("cassandra", "freeze", FREEZE_S), Fault("s3", "freeze", FREEZE_S), Fault("kafka", "freeze", FREEZE_S))
+FREEZES = tuple(Fault(engine, "freeze", FREEZE_S) for engine in ("cassandra", "s3", "kafka"))
+RESTARTS = tuple(Fault(engine, "restart") for engine in ("cassandra", "s3", "kafka"))
 ENV = {"STREAMCRAWL_FETCHER_SITEMAPS": "false", "STREAMCRAWL_FETCHER_READ_TIMEOUT_S": "5"}
 
 
 @pytest.mark.timeout(900)
 def test_crawl_survives_engine_freezes(tmp_path: Path) -> None:
-    run = run_faults(tmp_path, HOSTS, WEB_SEED, PROFILE, FAULTS, between_s=BETWEEN_S, env=ENV,
+    _crawl_and_judge(tmp_path, FREEZES)
+
+
+@pytest.mark.timeout(900)
+def test_crawl_survives_engine_restarts(tmp_path: Path) -> None:
+    """Each engine stopped and started again (`stackctl restart`: the same start and readiness probe as
+    `make stack-up`), 6 s apart: connections drop and come back on new sockets, not the same ones thawed."""
+    _crawl_and_judge(tmp_path, RESTARTS)
+
+
+def _crawl_and_judge(tmp_path: Path, faults: tuple[Fault, ...]) -> None:
+    run = run_faults(tmp_path, HOSTS, WEB_SEED, PROFILE, faults, between_s=BETWEEN_S, env=ENV,
                      log_level=os.environ.get("FAULTS_LOG_LEVEL", "WARNING"),
                      start_after_results=START_AFTER_RESULTS)
     verdict, outages, watcher = run.verdict(), run.outages, run.watcher
@@ -59,8 +73,14 @@ def test_crawl_survives_engine_freezes(tmp_path: Path) -> None:
                    for s in verdict.stalls},
         "outages": {o.name: round(o.length_s, 1) for o in outages},
         "coverage_every_10s": [round(c, 2) for _, c in timeline],
+        "readiness": _readiness_report(watcher, outages),
     }
     print("e2e engine faults:", report)
+    # every readiness transition with its reasons, for a failure's post-mortem
+    (tmp_path / "readyz.jsonl").write_text("".join(
+        json.dumps({"t": e.t, "service": e.service, "ready": e.ready, "reasons": e.reasons}) + "\n"
+        for e in watcher.events))
+    (tmp_path / "outages.json").write_text(json.dumps([o.__dict__ for o in outages]))
     assert not verdict.violations, f"{len(verdict.violations)} politeness violations, e.g. {verdict.violations[:3]}"
     assert not verdict.lost, f"{len(verdict.lost)} pages never fetched, e.g. {verdict.lost[:5]}"
     for stall in verdict.stalls:
@@ -70,15 +90,32 @@ def test_crawl_survives_engine_freezes(tmp_path: Path) -> None:
         assert stall.hosts_waiting > 0, f"no host had work across {stall.outage.name}: the test proves nothing"
     assert verdict.repeat_ratio <= 0.02, report
     for i, outage in enumerate(outages):
-        engine = outage.name.split()[1]
-        # ready again before the next fault (which may turn it not ready for its own engine), or within 60 s
-        until = outages[i + 1].start if i + 1 < len(outages) else outage.end + 60
-        for service in ENGINE_USERS[engine]:
+        for service in ENGINE_USERS[_engine(outage)]:
+            # judged until the next outage of an engine this service uses (which may keep it not ready for
+            # its own reason), else for 60 s after this one
+            later = [o.start for o in outages[i + 1:] if service in ENGINE_USERS[_engine(o)]]
+            until = min(later[0], outage.end + 60) if later else outage.end + 60
             during = _states(watcher, service, outage.start, outage.end)
             after = _states(watcher, service, outage.end, until)
             # not ready at some point of the outage (it may have turned so in an earlier one and stayed)
             assert False in during and True in after, \
-                f"{service} did not turn not ready and back across {outage.name}: {during} then {after}"
+                f"{service} did not turn not ready and back across {outage.name}: {during} then {after}; {report}"
+
+
+def _engine(outage: Outage) -> str:
+    return outage.name.split()[1]  # "freeze kafka 20s", "restart s3"
+
+
+def _readiness_report(watcher: ReadyzWatcher, outages: list[Outage]) -> dict[str, dict[str, float | None]]:
+    """Per outage and service: seconds from the outage's end until the service was ready again."""
+    out: dict[str, dict[str, float | None]] = {}
+    for outage in outages:
+        back: dict[str, float | None] = {}
+        for service in ENGINE_USERS[_engine(outage)]:
+            up = next((e.t for e in watcher.events if e.service == service and e.ready and e.t >= outage.end), None)
+            back[service] = None if up is None else round(up - outage.end, 1)
+        out[outage.name] = back
+    return out
 
 
 def _states(watcher: ReadyzWatcher, service: str, start: float, end: float) -> list[bool]:

@@ -13,6 +13,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin._listoffsets import OffsetSpec
 from streamcrawl_contracts.topics import SEEDS
 from streamcrawl_runtime.kafka_offsets import KafkaStatsSource
+from streamcrawl_runtime.ports.control import PortError
 
 
 class FlakyAdmin:
@@ -60,3 +61,20 @@ def test_other_errors_are_not_retried(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(KafkaException):
         _source(admin, monkeypatch)._offsets(OffsetSpec.latest)
     assert admin.calls == 1
+
+
+class StuckGroupsAdmin(FlakyAdmin):
+    """Offsets answer, the group listing never does (a client that outlived a broker restart)."""
+
+    def list_consumer_groups(self, request_timeout: float) -> Future[Any]:
+        return Future()  # never resolved: result(timeout) raises TimeoutError
+
+
+def test_a_failed_call_renews_the_admin_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    stuck = StuckGroupsAdmin(failures=0, code=0)
+    src = _source(stuck, monkeypatch)
+    fresh = FlakyAdmin(failures=0, code=0)
+    monkeypatch.setattr(src, "_client", lambda: fresh)
+    with pytest.raises(PortError, match="timed out"):
+        src.kafka_stats()
+    assert src.admin is fresh  # the next call goes through a new client

@@ -15,7 +15,7 @@ each topic's partition count for the key check, each partition's fresh-from log 
   the one consume() set, and the next callback of that consume() aborts the process (CallState_get
   assertion). So the partition-count lookup runs after the poll returns (`_note_pending_counts`, called
   by the loop), not in on_assign. The callbacks still make a few (committed in `_reread`,
-  get_watermark_offsets for mark_fresh, the handover commit in on_revoke); add none. Running those on a
+  offsets_for_times for mark_fresh, the handover commit in on_revoke); add none. Running those on a
   side thread was tried and deadlocked the loop integration test.
 """
 
@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 from prometheus_client import Counter, Histogram
 
 from streamcrawl_runtime.health import Readiness
@@ -167,16 +167,25 @@ class LoopRebalance:
         it over (its records finished and committed) or was fenced (its session timed out), so any record
         another instance may have handled lies below it. A failed lookup leaves the partition without a
         mark: its records all count as maybe-replays."""
+        if not partitions:
+            return
+        # One ListOffsets request per leader for all of them (timestamp -1: the log end), not a round trip
+        # per partition: 64 get_watermark_offsets calls inside this callback took 26 s after a 30 s broker
+        # freeze (the engine-fault e2e test), and the consumer polls nothing while the callback runs, so the
+        # fetcher sat on its new assignment until its hosts' leases were nearly spent.
+        try:
+            ends = consumer.offsets_for_times([TopicPartition(tp.topic, tp.partition, OFFSET_END) for tp in partitions],
+                                              timeout=5.0)
+        except Exception as exc:
+            log.warning("log end lookup failed", extra={"partitions": len(partitions), "error": str(exc)[:200]})
+            ends = []
+        got = {(tp.topic, tp.partition): tp.offset for tp in ends if tp.error is None and tp.offset >= 0}
         for tp in partitions:
-            try:
-                _low, high = consumer.get_watermark_offsets(TopicPartition(tp.topic, tp.partition),
-                                                            timeout=5.0, cached=False)
-            except Exception as exc:
-                log.warning("watermark lookup failed", extra={"topic": tp.topic, "partition": tp.partition,
-                                                              "error": str(exc)[:200]})
-                self._fresh_from.pop((tp.topic, tp.partition), None)
-                continue
-            self._fresh_from[(tp.topic, tp.partition)] = high
+            key = (tp.topic, tp.partition)
+            if key in got:
+                self._fresh_from[key] = got[key]
+            else:
+                self._fresh_from.pop(key, None)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if self._closing:

@@ -30,6 +30,9 @@ class _Brotli:
     def decompress(self, data):
         return self._d.process(data)
 
+    def flush(self):  # warcio calls it when a reader is closed (pywb does; warcio check does not)
+        return b""
+
 
 bufferedreaders.BufferedReader.DECOMPRESSORS["br"] = _Brotli
 bufferedreaders.try_brotli_init = lambda: None

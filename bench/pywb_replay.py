@@ -9,7 +9,7 @@ synthetic web serves. A revisit must replay the body of the capture it refers to
 (br, gzip, gzip_chunked, identity, ...), then a summary; exit 1 on a mismatch.
 
 pywb is not a dependency of streamcrawl: it runs from its own venv (--pywb-venv, built with PYWB_PINS when it
-has no pywb; `make pywb-check` keeps one beside the engines). This script runs in the repository's venv
+has no pywb; /tmp/pywb-venv by default). This script runs in the repository's venv
 (minio, warcio, the launcher). `--crawl` resets the crawl on the stack like the e2e tests: run it when no
 other crawl uses the stack (on a shared machine, under its heavy-run lock).
 """

@@ -101,8 +101,11 @@ screenshot: browser stack-up
 
 # The README's test command: deps, lint, helm, the real stack, then every test (unit with the chart checks,
 # packaging, integration, e2e).
+# The engine-fault e2e tests freeze and restart the engines of the stack they run on: last, on the stack
+# this checkout started (CI's own), after every other test has passed.
 test: lint $(HELM) browser stack-up
 	$(VPY) -m pytest tests -q
+	STREAMCRAWL_ENGINE_FAULTS=1 $(VPY) -m pytest tests/e2e/test_engine_faults_e2e.py -q
 
 lint: venv
 	$(VPY) -m ruff check libs services tools tests stack bench setup.py

@@ -19,7 +19,7 @@ IMAGE        ?= streamcrawl:0.1.0
 
 .PHONY: audit help venv stack-up stack-down stack-status stack-reset test test-unit test-integration test-e2e \
         lint schemas schemas-check run bench-core bench-crawl bench-idle bench-scale bench-memory clean helm helm-check image browser \
-        screenshot test-scale test-faults bench-faults chaos fault-stack-down
+        screenshot test-scale test-faults bench-faults chaos fault-stack-down pywb-check
 
 help:
 	@echo "make run            start the stack and every service, crawl the bundled synthetic web (Ctrl-C stops);"
@@ -36,6 +36,8 @@ help:
 	@echo "make bench-scale    1, 2 and 3 instances of every service on 2,000 hosts: pages/s, CPU-ms per page"
 	@echo "make bench-memory   frontier memory at 10M queued URLs / 1M hosts; near-dup rows per query; Bloom sizes"
 	@echo "make screenshot     retake docs/dashboard.png from the dashboard test's live crawl"
+	@echo "make pywb-check     replay the bucket's WARC files with pywb (a venv of its own); PYWB_ARGS=--crawl runs a"
+	@echo "                    60-host crawl first (resets the crawl on the stack)"
 	@echo "make test-faults    the engine-fault e2e test: Cassandra, S3, Kafka frozen 20 s in turn (private stack)"
 	@echo "make bench-faults   each engine frozen 30 s and restarted during a crawl vs a baseline (private stack)"
 	@echo "make chaos          5 min of kill -9 every 15 s and an engine restart each during a crawl (private stack)"
@@ -188,6 +190,14 @@ bench-crawl: stack-up
 	$(VPY) bench/crawl_bench.py --hosts 10 --profile deep --duration 300 --out docs/benchmarks-crawl-bound.md
 	$(VPY) bench/crawl_bench.py --hosts 100 --profile polite --duration 240 --until-coverage \
 	  --out docs/benchmarks-crawl-polite.md
+
+# pywb over our WARC/CDXJ output (README "WARC files"): pywb is not a dependency of streamcrawl; the script
+# keeps it in a venv of its own beside the engines, built on first use with the pins it names (pywb 2.10.0,
+# brotlipy 0.7.0). It replays the bucket's files (the last crawl's), or with PYWB_ARGS=--crawl those of a
+# 60-host crawl it runs first (that resets the crawl's topics, tables and bucket, like the e2e tests).
+PYWB_ARGS ?=
+pywb-check: venv
+	$(VPY) bench/pywb_replay.py --pywb-venv $(STACK_DIR)/pywb-2.10.0 $(PYWB_ARGS)
 
 # Engine faults freeze and restart engines: bench-faults and chaos run on a stack of their own (.stack-faults,
 # other ports; fetched and started here, left running: `make fault-stack-down` stops it), never on one that

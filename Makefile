@@ -38,7 +38,7 @@ help:
 	@echo "make screenshot     retake docs/dashboard.png from the dashboard test's live crawl"
 	@echo "make pywb-check     replay the bucket's WARC files with pywb (a venv of its own); PYWB_ARGS=--crawl runs a"
 	@echo "                    60-host crawl first (resets the crawl on the stack)"
-	@echo "make test-faults    the engine-fault e2e test: Cassandra, S3, Kafka frozen 20 s in turn (private stack)"
+	@echo "make test-faults    the engine-fault e2e tests: Cassandra, S3, Kafka frozen 30 s, then restarted, in turn (private stack)"
 	@echo "make bench-faults   each engine frozen 30 s and restarted during a crawl vs a baseline (private stack)"
 	@echo "make chaos          5 min of kill -9 every 15 s and an engine restart each during a crawl (private stack)"
 
@@ -201,9 +201,8 @@ pywb-check: venv
 
 # Engine faults freeze and restart engines: bench-faults and chaos run on a stack of their own (.stack-faults,
 # other ports; fetched and started here, left running: `make fault-stack-down` stops it), never on one that
-# others share. So does `make test-faults`, the engine-fault e2e test (tests/e2e/test_engine_faults_e2e.py; it
-# runs only with STREAMCRAWL_ENGINE_FAULTS=1). Out of `make test` until it passes: its first runs found the
-# WARC writer's consumer wedged after a Kafka freeze (docs/STATUS.md, issue 11).
+# others share. `make test-faults` runs the engine-fault e2e tests (tests/e2e/test_engine_faults_e2e.py; they
+# run only with STREAMCRAWL_ENGINE_FAULTS=1) alone on that stack; `make test` runs them last on its own.
 FAULT_ENV := STREAMCRAWL_STACK_DIR=$(abspath .stack-faults) STREAMCRAWL_KAFKA_PORT=29092 \
   STREAMCRAWL_KAFKA_CONTROLLER_PORT=29093 STREAMCRAWL_CASSANDRA_PORT=29042 STREAMCRAWL_CASSANDRA_STORAGE_PORT=27000 \
   STREAMCRAWL_S3_PORT=29000 STREAMCRAWL_KAFKA_BOOTSTRAP=127.0.0.1:29092 STREAMCRAWL_S3_ENDPOINT=127.0.0.1:29000

@@ -1,11 +1,12 @@
-"""Reading what an e2e crawl published: page_fetched from its start, until the topic has been quiet for a while."""
+"""Reading what an e2e crawl produced: page_fetched from its start, until the topic has been quiet for a while;
+which fetch results were durable in Kafka at a moment (a kill -9)."""
 
 from __future__ import annotations
 
 import json
 import time
 
-from confluent_kafka import Consumer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from streamcrawl_contracts.topics import PAGE_FETCHED
 
 #: Polls of 0.5 s in a row that find nothing before the topic counts as quiet.
@@ -31,3 +32,29 @@ def read_page_fetched(bootstrap: str, group_prefix: str, want: int | None = None
             break
     c.close()
     return out
+
+
+def urls_with_result_before(bootstrap: str, topic: str, before: float) -> set[str]:
+    """URLs of every message on `topic` (fetch results) whose producer stamped it before `before` (epoch
+    seconds): results that were durable in Kafka by then. Reads each partition from its start to the end it
+    had when called (assign, no group commits)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"e2e-durable-{time.time()}",
+                  "enable.auto.commit": False})
+    try:
+        parts = c.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
+        todo = {p for p, end in ends.items() if end > 0}
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
+        out: set[str] = set()
+        deadline = time.time() + 60
+        while todo and time.time() < deadline:
+            for m in c.consume(500, 0.5):
+                if m.error() is not None:
+                    continue
+                if m.offset() + 1 >= ends[m.partition()]:
+                    todo.discard(m.partition())
+                if m.timestamp()[1] / 1000.0 < before:
+                    out.add(json.loads(m.value())["url"])
+        return out
+    finally:
+        c.close()

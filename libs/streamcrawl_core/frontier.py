@@ -169,8 +169,8 @@ class Frontier:
             self._enqueue(h, k, (priority, self._seq, url, enqueued_at, not_before))
         return True
 
-    def next(self, now: float) -> FrontierItem | None:
-        """Lease the best URL of a host that may be contacted at ``now``; None if none may."""
+    def _promote(self, now: float) -> None:
+        """URLs whose not_before has come join their host's queue; hosts whose timer expired become READY."""
         if now > self._now:
             self._now = now
         delayed = self._delayed
@@ -184,8 +184,24 @@ class Frontier:
             _, _, h, epoch = heapq.heappop(timer)
             if h.epoch == epoch and h.state == WAITING:
                 self._slot(h)
+
+    def ready(self, now: float) -> tuple[int, int]:
+        """(discovery, refresh): hosts that ``next(now, kind)`` could lease a URL of that kind from (a host
+        with both kinds counts in both)."""
+        self._promote(now)
+        return self._ready[0], self._ready[1]
+
+    def next(self, now: float, kind: Kind | None = None) -> FrontierItem | None:
+        """Lease the best URL of a host that may be contacted at ``now``; None if none may. ``kind``: a URL of
+        that kind only (a caller that shares the split between several frontiers); None: this frontier's own
+        discovery/refresh split decides."""
+        self._promote(now)
         ready = self._ready
-        if ready[0]:
+        if kind is not None:
+            k = KIND_INDEX[kind]
+            if not ready[k]:
+                return None
+        elif ready[0]:
             k = self._kinds.pick() if ready[1] else 0
         elif ready[1]:
             k = 1

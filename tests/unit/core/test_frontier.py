@@ -184,6 +184,22 @@ class TestSelection:
         kinds = Counter(k for _, _, k in drain(f, T, 100))
         assert 25 <= kinds["discovery"] <= 35  # back to the 30/70 split, not a refresh-only burst
 
+    def test_next_of_one_kind_and_ready_per_kind(self) -> None:
+        """What a caller that shares the split between several frontiers (the service's partitions) uses."""
+        f = Frontier()
+        f.add("http://a/d", "a", kind="discovery")
+        f.add("http://a/r", "a", kind="refresh")
+        f.add("http://b/d", "b", kind="discovery")
+        f.add("http://c/r", "c", kind="refresh", not_before=T + 5)
+        assert f.ready(T) == (2, 1)  # a counts for both kinds; c's refresh is not due yet
+        item = f.next(T, "refresh")
+        assert item is not None and (item.url, item.kind) == ("http://a/r", "refresh")
+        assert f.ready(T) == (1, 0)  # a is in flight: neither of its kinds is ready
+        assert f.next(T, "refresh") is None
+        assert f.ready(T + 5) == (1, 1)
+        item = f.next(T + 5, "discovery")
+        assert item is not None and item.url == "http://b/d"
+
     def test_host_with_both_kinds(self) -> None:
         f = Frontier()
         f.add("http://a/d", "a", kind="discovery")

@@ -5,7 +5,9 @@ never came are settled at their expiry (streamcrawl_core.lease.on_expiry)."""
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
+from collections import deque
 from collections.abc import Sequence
 
 from prometheus_client import Counter, Gauge
@@ -13,6 +15,7 @@ from streamcrawl_contracts.messages import FetchRequest
 from streamcrawl_contracts.topics import FETCH_REQUESTS
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.frontier import Frontier, FrontierItem
+from streamcrawl_core.frontier_parts import KINDS
 from streamcrawl_core.lease import Extend, Hold, Lease, grant, on_expiry
 from streamcrawl_runtime.ports.loop import Output
 
@@ -66,38 +69,78 @@ class FrontierDispatch(FrontierResults):
             await self.load_hosts(now, pages=self.pages_per_tick)
         picked: list[Picked] = []
         parked: list[tuple[Frontier, FrontierItem]] = []
-        queued = 0
         paused_all = self.paused is None or PAUSE_ALL in self.paused
-        for part, fr in list(self.frontiers.items()):
-            while (not paused_all and len(picked) < self.dispatch_per_tick
-                   and len(self.leases) + len(picked) < self.max_leases):
-                # Dispatch up to lookahead_s before the host's time; the request carries that time as
-                # not_before and the fetcher waits for it, so the hop through Kafka overlaps the delay.
-                item = fr.next(now + self.lookahead_s)
-                if item is None:
-                    break
-                if item.url in self.cancelled:
-                    del self.cancelled[item.url]
-                    fr.done(item.host, now, 0.0, 200)  # no request was made; the host keeps its timer
-                    # A replayed discovery may have written the row again after the URL was finished:
-                    # without this delete the durable queue keeps a URL that memory no longer has.
-                    gone = self.meta.pop(item.url, None)
-                    fp = gone.url_fp if gone is not None else url_fingerprint(item.url)
-                    await self.state.queue_delete(part, item.host, gone.priority if gone else None, fp)
-                    await self.settle_host(fr, part, item.host)  # that may have been the host's last URL
-                    continue
-                if self.paused and item.host in self.paused:
-                    parked.append((fr, item))  # no lease; leased in the core until the loop ends
-                    continue
-                meta = self.meta.get(item.url) or UrlMeta(url_fingerprint(item.url), 0, part)
-                picked.append((fr, item, grant(item.url, meta.url_fp, part, now, self.lease_s), meta))
-            self._park(parked, now)
-            queued += len(fr)
+        # Dispatch up to lookahead_s before the host's time; the request carries that time as not_before and
+        # the fetcher waits for it, so the hop through Kafka overlaps the delay.
+        at = now + self.lookahead_s
+        frontiers = dict(self.frontiers)
+        room = len(self.leases) < self.max_leases
+        turns = self._turns(frontiers, at) if room and not paused_all else None
+        while (turns is not None and len(picked) < self.dispatch_per_tick
+               and len(self.leases) + len(picked) < self.max_leases):
+            got = self._take(frontiers, turns, at)
+            if got is None:
+                break
+            part, fr, item = got
+            if item.url in self.cancelled:
+                del self.cancelled[item.url]
+                fr.done(item.host, now, 0.0, 200)  # no request was made; the host keeps its timer
+                # A replayed discovery may have written the row again after the URL was finished:
+                # without this delete the durable queue keeps a URL that memory no longer has.
+                gone = self.meta.pop(item.url, None)
+                fp = gone.url_fp if gone is not None else url_fingerprint(item.url)
+                await self.state.queue_delete(part, item.host, gone.priority if gone else None, fp)
+                await self.settle_host(fr, part, item.host)  # that may have been the host's last URL
+                continue
+            if self.paused and item.host in self.paused:
+                parked.append((fr, item))  # no lease; leased in the core until the loop ends
+                continue
+            meta = self.meta.get(item.url) or UrlMeta(url_fingerprint(item.url), 0, part)
+            picked.append((fr, item, grant(item.url, meta.url_fp, part, now, self.lease_s), meta))
+        self._park(parked, now)
+        queued = sum(len(fr) for fr in frontiers.values())
         out = await self._lease(picked, now)
         DISPATCHED.inc(len(out))
         QUEUED.set(queued)
         HOSTS.set(len(self.windows))
         return out
+
+    def _turns(self, frontiers: dict[int, Frontier], at: float) -> tuple[deque[int], deque[int]]:
+        """Per kind, the owned partitions with a host ready for it, in turn from the partition after the last
+        one that leased that kind. Every partition has its own core Frontier: taken one after the other, the
+        first partitions took every free lease while the frontier was the bottleneck (few leases, many ready
+        hosts), and the hosts of the others waited for as long as those had work; and each Frontier's own
+        discovery/refresh split only ever saw its own hosts, so the instance's split was whatever the first
+        partitions held (docs/benchmarks-refresh-split.md)."""
+        parts = sorted(frontiers)
+        ready = {p: frontiers[p].ready(at) for p in parts}
+        out = []
+        for k in (0, 1):
+            i = bisect.bisect_left(parts, self.kind_turn[k])
+            out.append(deque(p for p in parts[i:] + parts[:i] if ready[p][k]))
+        return out[0], out[1]
+
+    def _take(self, frontiers: dict[int, Frontier], turns: tuple[deque[int], deque[int]],
+              at: float) -> tuple[int, Frontier, FrontierItem] | None:
+        """The next lease of the instance: the kind from the instance's discovery/refresh split (stride
+        scheduling, when both kinds have a ready host in some partition), then the partition whose turn it is
+        for that kind (round robin), then that partition's best host of that kind."""
+        while True:
+            for k in (0, 1):  # a host leased for one kind may have been a partition's last ready for the other
+                q = turns[k]
+                while q and not frontiers[q[0]].ready(at)[k]:
+                    q.popleft()
+            if not turns[0] and not turns[1]:
+                return None
+            k = self.kind_split.pick() if turns[0] and turns[1] else (0 if turns[0] else 1)
+            part = turns[k].popleft()
+            fr = frontiers[part]
+            item = fr.next(at, KINDS[k])  # not None: the partition was ready for that kind just above
+            if fr.ready(at)[k]:
+                turns[k].append(part)
+            if item is not None:
+                self.kind_turn[k] = part + 1
+                return part, fr, item
 
     def _park(self, parked: list[tuple[Frontier, FrontierItem]], now: float) -> None:
         """Paused hosts go back with their URL in its place, and are not looked at again before the next read

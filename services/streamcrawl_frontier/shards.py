@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from streamcrawl_contracts.topics import DEFAULT_PARTITIONS
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.frontier import Frontier, FrontierConfig
+from streamcrawl_core.frontier_parts import KindSplit
 from streamcrawl_core.lease import Lease, LeaseTable
 from streamcrawl_core.partition import partition_for
 from streamcrawl_core.politeness import HostOverride, PolitenessConfig
@@ -88,6 +89,10 @@ class FrontierShards:
         self.index_sweep_s = index_sweep_s
         self._sweep_at = clock()
         self.fconfig = FrontierConfig(discovery_share=discovery_share, politeness=politeness)
+        # The discovery/refresh split of the whole instance, over every owned partition's Frontier, and per kind
+        # the partition whose turn is next (streamcrawl_frontier.dispatch).
+        self.kind_split = KindSplit(discovery_share)
+        self.kind_turn = [0, 0]
         self.frontiers: dict[int, Frontier] = {}
         self.meta: dict[str, UrlMeta] = {}
         self.leases = LeaseTable()               # host → live lease, with expiry times

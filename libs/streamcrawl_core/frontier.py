@@ -374,6 +374,11 @@ class Frontier:
             return 0
         return len(h.queues[0]) + len(h.queues[1]) + h.delayed
 
+    def queued_of(self, host: str, kind: Kind) -> int:
+        """URLs of ``host`` of that kind queued and due (not counting those waiting for their not_before)."""
+        h = self._hosts.get(host)
+        return 0 if h is None else len(h.queues[KIND_INDEX[kind]])
+
     def busiest(self, n: int) -> list[tuple[str, int]]:
         """The ``n`` hosts with the most queued URLs (as ``queued_for`` counts them), most first, ties by
         name; hosts with nothing queued are left out. O(B log n): for periodic summaries, not per fetch."""

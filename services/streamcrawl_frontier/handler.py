@@ -93,6 +93,6 @@ class FrontierHandler(FrontierDispatch):
         finally:
             window.pending -= 1
         window.indexed = True
-        if self.keep_in_memory(fr, msg.host, window, item.key) and fr.add(
+        if self.keep_in_memory(fr, msg.host, window, item.key, msg.kind) and fr.add(
                 msg.url, msg.host, msg.priority, msg.not_before, msg.kind, enqueued_at=now):
             self.meta[msg.url] = UrlMeta(msg.url_fp, msg.depth, part, priority=msg.priority, redirect_chain=chain)

@@ -8,9 +8,9 @@ and a host whose lease is still live stays blocked until its result comes or the
 ever has two fetches in flight.
 
 Memory is bounded, and grows with what is hot, not with the crawl (streamcrawl_frontier.hostset): at most
-`max_hosts` hosts are in memory, each with at most about `host_window` of its queued URLs; the rest of its
-queue (the tail) and the other hosts (cold) are read from Cassandra when there is room: a host's queue
-head when its window runs out, a partition's index page by page.
+`max_hosts` hosts are in memory, each with at most about `host_window` of its queued URLs of each kind
+(discovery, refresh); the rest of its queue (the tail) and the other hosts (cold) are read from Cassandra when
+there is room: a host's queue head when its window runs out, a partition's index page by page.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from streamcrawl_contracts.topics import DEFAULT_PARTITIONS
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.frontier import Frontier, FrontierConfig
-from streamcrawl_core.frontier_parts import KindSplit
+from streamcrawl_core.frontier_parts import Kind, KindSplit
 from streamcrawl_core.lease import Lease, LeaseTable
 from streamcrawl_core.partition import partition_for
 from streamcrawl_core.politeness import HostOverride, PolitenessConfig
@@ -225,17 +225,22 @@ class FrontierShards:
                 break
         return added
 
-    def keep_in_memory(self, fr: Frontier, host: str, window: HostWindow, key: QueueKey) -> bool:
+    def keep_in_memory(self, fr: Frontier, host: str, window: HostWindow, key: QueueKey, kind: Kind) -> bool:
         """Whether a new URL of a host in memory joins its window, or stays in the durable tail only. One
         that sorts before the last row read must join (a refill reads only after that row): the window
-        may then grow past `host_window`, up to twice that, before the next refill starts over."""
+        may then grow past `host_window`, up to twice that, before the next refill starts over. Otherwise
+        it joins while the window holds fewer than `host_window` URLs of its kind: with one bound for both
+        kinds, a host's discoveries filled its window and the refreshes that came due later waited in
+        Cassandra until those were fetched, so the frontier saw few hosts ready for a refresh and the
+        discovery/refresh split could not hold (docs/benchmarks-refresh-split.md). A URL of the other kind
+        kept beyond the last row read is fine: a refill skips the rows already in memory."""
         if window.after is not None and key < window.after:
             if fr.queued_for(host) < 2 * self.host_window:
                 return True
             window.after = None  # read the queue from its start next time
             window.tail = True
             return False
-        if fr.queued_for(host) < self.host_window:
+        if fr.queued_of(host, kind) < self.host_window:
             return True
         window.tail = True
         return False

@@ -69,3 +69,21 @@ def test_the_split_holds_over_partitions_that_each_hold_one_kind(clock: Clock, r
     # the partition taken first took every lease.
     assert sum(kinds.values()) == 100
     assert 27 <= kinds["discovery"] <= 33, kinds
+
+
+def test_refreshes_of_hosts_whose_window_is_full_of_discoveries_are_leased_at_their_share(clock: Clock) -> None:
+    """Each host's memory holds a window of its queue (host_window URLs): a host's discoveries filled it
+    first, and the refreshes that came due later waited in Cassandra behind them, so the frontier saw
+    almost no host ready for a refresh and leased discoveries whatever the split said."""
+    rig = Rig(clock)
+    rig.h.max_leases = 1
+    hosts = [h for p in range(8) for h in hosts_of(p, 3)]
+    for h in hosts:
+        for i in range(20):
+            rig.url(f"http://{h}/d{i}", priority=4, kind="discovery")
+    for h in hosts:
+        for i in range(20):
+            rig.url(f"http://{h}/r{i}", priority=3, kind="refresh")
+    kinds = Counter(k for _, k in crawl(rig, 100))
+    assert sum(kinds.values()) == 100
+    assert 27 <= kinds["discovery"] <= 33, kinds

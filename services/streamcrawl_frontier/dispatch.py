@@ -30,6 +30,8 @@ LEASE_WRITE_FAILURES = Counter("streamcrawl_frontier_lease_write_failures_total"
                                "Leases not written (Cassandra unavailable); their hosts stay queued")
 QUEUED = Gauge("streamcrawl_frontier_queued", "URLs of the owned partitions held in memory")
 HOSTS = Gauge("streamcrawl_frontier_hosts_in_memory", "Hosts held in memory (at most max_hosts)")
+READY = Gauge("streamcrawl_frontier_ready_hosts", "Hosts in memory that may be contacted now and hold a URL of the "
+              "kind, left after the tick's leases (more than 0 of both kinds: the split decides)", ["kind"])
 
 Picked = tuple[Frontier, FrontierItem, Lease, UrlMeta]
 
@@ -98,10 +100,17 @@ class FrontierDispatch(FrontierResults):
             meta = self.meta.get(item.url) or UrlMeta(url_fingerprint(item.url), 0, part)
             picked.append((fr, item, grant(item.url, meta.url_fp, part, now, self.lease_s), meta))
         self._park(parked, now)
-        queued = sum(len(fr) for fr in frontiers.values())
+        queued, ready = 0, [0, 0]
+        for fr in frontiers.values():
+            queued += len(fr)
+            d, r = fr.ready(at)
+            ready[0] += d
+            ready[1] += r
         out = await self._lease(picked, now)
         DISPATCHED.inc(len(out))
         QUEUED.set(queued)
+        for k, kind in enumerate(KINDS):
+            READY.labels(kind).set(ready[k])
         HOSTS.set(len(self.windows))
         return out
 

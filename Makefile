@@ -19,7 +19,7 @@ IMAGE        ?= streamcrawl:0.1.0
 
 .PHONY: audit help venv stack-up stack-down stack-status stack-reset test test-unit test-integration test-e2e \
         lint schemas schemas-check run bench-core bench-crawl bench-idle bench-scale bench-memory clean helm helm-check image browser \
-        screenshot test-scale test-faults bench-faults chaos fault-stack-down pywb-check
+        screenshot test-scale test-faults bench-faults chaos fault-stack-down pywb-check bench-refresh-split
 
 help:
 	@echo "make run            start the stack and every service, crawl the bundled synthetic web (Ctrl-C stops);"
@@ -35,6 +35,7 @@ help:
 	@echo "make bench-idle     what the five services cost with nothing to fetch"
 	@echo "make bench-scale    1, 2 and 3 instances of every service on 2,000 hosts: pages/s, CPU-ms per page"
 	@echo "make bench-memory   frontier memory at 10M queued URLs / 1M hosts; near-dup rows per query; Bloom sizes"
+	@echo "make bench-refresh-split  the discovery/refresh split of a frontier-bound crawl, discovery_share 0.3 and 0.5"
 	@echo "make screenshot     retake docs/dashboard.png from the dashboard test's live crawl"
 	@echo "make pywb-check     replay the bucket's WARC files with pywb (a venv of its own); PYWB_ARGS=--crawl runs a"
 	@echo "                    60-host crawl first (resets the crawl on the stack)"
@@ -174,6 +175,14 @@ bench-core: venv
 # Resets the crawl on the local stack and uses ports 8480/8553, like bench-crawl.
 bench-scale: stack-up
 	$(VPY) bench/scale_bench.py --hosts 2000 --duration 240 --instances 1 2 3 --out docs/benchmarks-scale-instances.md
+
+# The frontier's discovery/refresh split on a crawl it bottlenecks (3 leases, 150 hosts, recrawl intervals in
+# seconds), judged from the synthetic web's request log: two crawls of 90 s, discovery_share 0.3 and 0.5
+# (docs/benchmarks-refresh-split.md). Resets the crawl on the local stack and uses ports 8480/8553, like bench-crawl;
+# HEAVY_LOCK=/tmp/streamcrawl-heavy.lock takes that lock for each crawl, not between them.
+bench-refresh-split: stack-up
+	$(VPY) bench/refresh_split.py --shares 0.3 0.5 --duration 90 $(if $(HEAVY_LOCK),--lock $(HEAVY_LOCK),) \
+	  --out docs/benchmarks-refresh-split.md
 
 # The frontier's memory with 10M queued URLs over 1M hosts, and the near-duplicate index's rows per query at
 # 10^6 and 10^7 fingerprints (docs/benchmarks-scale.md); no stack needed.

@@ -350,7 +350,23 @@ def render(results: list[RunResult], args: argparse.Namespace, info: dict[str, A
                          f"{ready} | {mem} | {queued} |")
     lines += ["", "Politeness (whole request log of each run): " + "; ".join(
         f"share {r.share:g}: {r.violations}" for r in results) + "."]
+    lines += ["", "What this shows: the share of page requests the server saw for URLs it had served before, "
+              "while the frontier had more hosts ready for each kind than it could lease. What it does not: the "
+              "split of leases itself (robots.txt, soft-404 probes and sitemaps are fetched under discovery "
+              "leases and left out here, so the refresh share of page requests reads a little above "
+              "1 - discovery_share; the column that counts them shows the leases' split), a crawl with several "
+              "frontier instances (each has its own split), or days-long recrawl intervals."]
     return "\n".join(lines) + "\n"
+
+
+NOTES = "<!-- notes: kept when the benchmark rewrites this file -->"
+
+
+def write_report(path: Path, report: str) -> None:
+    """Write the report, keeping the hand-written notes after the NOTES marker of the file it replaces."""
+    old = path.read_text() if path.exists() else ""
+    notes = old[old.index(NOTES):] if NOTES in old else NOTES + "\n"
+    path.write_text(report + "\n" + notes)
 
 
 @contextlib.contextmanager
@@ -385,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     report = render(results, args, info, command)
     print(report)
     if args.out:
-        args.out.write_text(report)
+        write_report(args.out, report)
         log(f"report written to {args.out}")
     return 0
 

@@ -104,12 +104,11 @@ screenshot: browser stack-up
 
 # The README's test command: deps, lint, helm, the real stack, then every test (unit with the chart checks,
 # packaging, integration, e2e).
-# The engine-restart e2e test restarts the engines of the stack it runs on: last, on the stack this checkout
-# started (CI's own), after every other test has passed. The freeze test is not in it (make test-faults runs
-# both): on CI's long-used stack a 30 s Kafka freeze held a host 51.7 s beyond politeness (docs/STATUS.md).
+# The engine-fault e2e tests are not in it (make test-faults runs them): on CI's long-used stack the freeze
+# test's Kafka freeze held a host 51.7 s beyond politeness, and the restart test once found the recrawl
+# scheduler still not ready when the next restart began (docs/STATUS.md).
 test: lint $(HELM) browser stack-up
 	$(VPY) -m pytest tests -q
-	STREAMCRAWL_ENGINE_FAULTS=1 $(VPY) -m pytest tests/e2e/test_engine_faults_e2e.py -q -k restarts
 
 lint: venv
 	$(VPY) -m ruff check libs services tools tests stack bench setup.py

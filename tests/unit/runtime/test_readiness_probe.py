@@ -9,15 +9,21 @@ import asyncio
 from streamcrawl_runtime.health import Readiness
 
 
-def test_a_failing_engine_is_probed_again_sooner_than_a_healthy_one() -> None:
+def _frozen_engine(retry_s: float) -> tuple[Readiness, dict[str, bool]]:
+    """A started Readiness over one engine check that fails until ``up["ok"]`` is set."""
     up = {"ok": False}
 
     async def check() -> None:
         if not up["ok"]:
             raise ConnectionError("engine frozen")
 
-    readiness = Readiness({"db": check}, interval_s=10.0, retry_s=2.0, need_assignment=False)
+    readiness = Readiness({"db": check}, interval_s=10.0, retry_s=retry_s, need_assignment=False)
     readiness.running = True
+    return readiness, up
+
+
+def test_a_failing_engine_is_probed_again_sooner_than_a_healthy_one() -> None:
+    readiness, up = _frozen_engine(retry_s=2.0)
     asyncio.run(readiness.probe_once())
     assert readiness.ready()[0] is False
     assert readiness.next_probe_in() == 2.0
@@ -28,14 +34,7 @@ def test_a_failing_engine_is_probed_again_sooner_than_a_healthy_one() -> None:
 
 
 def test_the_watch_loop_turns_ready_within_the_retry_time_of_the_engines_return() -> None:
-    up = {"ok": False}
-
-    async def check() -> None:
-        if not up["ok"]:
-            raise ConnectionError("engine frozen")
-
-    readiness = Readiness({"db": check}, interval_s=10.0, retry_s=0.05, need_assignment=False)
-    readiness.running = True
+    readiness, up = _frozen_engine(retry_s=0.05)
 
     async def scenario() -> bool:
         task = asyncio.create_task(readiness.watch())

@@ -52,7 +52,7 @@ from streamcrawl_runtime.kafka_rebalance import REBALANCES as REBALANCES
 from streamcrawl_runtime.kafka_rebalance import LoopRebalance
 from streamcrawl_runtime.loop_config import LoopConfig as LoopConfig
 from streamcrawl_runtime.loop_config import group_protocol_config as group_protocol_config
-from streamcrawl_runtime.loop_offsets import PartitionOffsets
+from streamcrawl_runtime.loop_offsets import PartitionOffsets, StallWatch
 from streamcrawl_runtime.loop_ownership import TP, Ownership
 from streamcrawl_runtime.metrics import Children
 from streamcrawl_runtime.ports.errors import PoisonMessage, is_transient
@@ -104,6 +104,7 @@ class RunLoop(LoopRebalance):
         self._event_loop: asyncio.AbstractEventLoop | None = None
         self.output = LoopOutput(self.producer, config.service)
         self._produce = self.output.produce
+        self._stall = StallWatch(config.stall_warn_s)
         self._init_rebalance()  # partition counts and fresh-from marks, kept by the rebalance callbacks
         # Topics whose key is the host: the archive topic's records name a host but are keyed by exchange
         # id. A topic outside the registry (a test's) is checked whenever its payload names a host.
@@ -174,6 +175,7 @@ class RunLoop(LoopRebalance):
                     log.info("loop", extra={"in_flight": len(self._tasks), "handled": self.handled,
                                             "waiting_on_key": self._waiting, "paused": self._paused,
                                             "assigned": len(self._own.owned), "held": len(self._own.held)})
+                    self._warn_stalled()
                 await asyncio.sleep(0 if msgs or not (busy or self._paused) else self.cfg.busy_poll_s)
             log.info("draining", extra={"in_flight": len(self._tasks)})
             # Hand everything over: the records in flight finish, outputs are flushed, offsets committed and
@@ -190,6 +192,12 @@ class RunLoop(LoopRebalance):
             self.readiness.running = False
             self._closing = True
             await asyncio.to_thread(self.consumer.close)
+
+    def _warn_stalled(self) -> None:
+        for (topic, part), offset, pending, age_s in self._stall.look(self._offsets, time.monotonic()):
+            log.warning("record not finishing: the partition's commit point is stuck", extra={
+                "topic": topic, "partition": part, "offset": offset, "pending": pending, "for_s": age_s,
+                "running": len(self._running.get(part, ())), "owned": part in self._own.owned})
 
     async def kafka_check(self) -> None:
         """A readiness probe: the broker answers a metadata request (in a worker thread: it blocks)."""

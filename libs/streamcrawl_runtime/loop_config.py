@@ -37,6 +37,9 @@ class LoopConfig:
     # (asyncio tasks) and a handler without `tick_due` wait at most this long.
     idle_wait_s: float = 1.0
     max_attempts: int = 3
+    #: A partition whose oldest unfinished record has not finished for this long is logged (a warning every
+    #: 30 s while it lasts): longer than any record's legitimate wait (a fetch's lease is 60 s).
+    stall_warn_s: float = 120.0
     transient_backoff_s: float = 1.0
     # The longest wait between retries of a record during an outage: once the engine is back, a record
     # resumes within this (a longer cap only adds to the time a crawl needs to recover).

@@ -34,6 +34,7 @@ from streamcrawl_runtime.observe import total
 from streamcrawl_runtime.ports.control import PortError
 from streamcrawl_runtime.settings import StackSettings
 
+from streamcrawl_launcher.diagnose import write_post_mortem
 from streamcrawl_launcher.reset import reset_crawl
 
 SERVICES = ("frontier", "fetcher", "parser", "dedup", "recrawl", "warc")
@@ -321,4 +322,7 @@ class Crawl:
                 if self.queued() == 0:
                     return cur
                 last_change = time.time() - idle_s / 2  # URLs still wait on politeness timers
-        raise TimeoutError(f"crawl not idle after {timeout_s}s: {last}")
+        post_mortem = self.workdir / "not-idle.json"
+        write_post_mortem(post_mortem, self.settings.kafka_bootstrap,
+                          {n: p.pid for n, p in self.procs.items() if p.poll() is None and n != "synthweb"})
+        raise TimeoutError(f"crawl not idle after {timeout_s}s: {last} (groups and stacks: {post_mortem})")

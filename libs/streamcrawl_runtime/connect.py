@@ -24,7 +24,8 @@ def crawl_cql_session(settings: StackSettings, keyspace: str | None = None,
     return AcsyllaSession(settings.cassandra_host_list, settings.cassandra_port,
                           settings.cassandra_keyspace if keyspace is None else keyspace,
                           connect_timeout_s=5.0, request_timeout_s=request_timeout_s,
-                          consistency=settings.consistency())
+                          consistency=settings.consistency(),
+                          reconnect_max_s=settings.cassandra_reconnect_max_s)
 
 
 def blocking_cql_session(settings: StackSettings, keyspace: str | None = None,

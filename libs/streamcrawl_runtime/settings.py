@@ -63,6 +63,10 @@ class StackSettings(BaseSettings):
     cassandra_consistency_control: Level = "QUORUM"
     cassandra_consistency_stats: Level = "ONE"
     cassandra_serial_consistency: SerialLevel = "SERIAL"
+    #: The longest wait between two reconnection attempts to a Cassandra node that went away (the driver's
+    #: exponential backoff starts at 2 s and would grow to 60 s: after a 14 s restart its next attempt came
+    #: up to 16 s after the node was back, so the service stayed not ready that long).
+    cassandra_reconnect_max_s: float = Field(default=4.0, ge=0.5, le=60.0)
 
     def consistency(self) -> ConsistencyPolicy:
         return ConsistencyPolicy(self.cassandra_consistency_leases, self.cassandra_consistency_claims,

@@ -21,7 +21,7 @@ from streamcrawl_synthweb.log import LogEntry, load_log
 from streamcrawl_synthweb.truth import GroundTruth
 
 from streamcrawl_launcher.crawl import SERVICES, Crawl, CrawlOptions
-from streamcrawl_launcher.faults import Fault, Outage, ReadyzWatcher, ensure_up, inject, readyz_ports
+from streamcrawl_launcher.faults import ENGINE_USERS, Fault, Outage, ReadyzWatcher, ensure_up, inject, readyz_ports
 from streamcrawl_launcher.verdict import Verdict, judge
 
 
@@ -48,6 +48,9 @@ class FaultRun:
     kills: list[tuple[float, str]] = field(default_factory=list)
     #: The pipeline drained (every consumer group caught up, nothing queued) within the timeout.
     idle: bool = True
+    #: Per fault (with ``ready_wait_s``): seconds waited after the pause for the engine's users to be ready
+    #: again before the next fault, and whether they were.
+    ready_waits: list[tuple[str, float, bool]] = field(default_factory=list)
 
     def verdict(self) -> Verdict:
         return judge(self.entries, self.truth, self.outages)
@@ -74,18 +77,21 @@ def run_faults(workdir: Path, hosts: int, web_seed: int, profile: str, faults: S
                first_at_s: float = 15.0, between_s: float = 6.0, env: dict[str, str] | None = None,
                log_level: str = "WARNING", start_after_results: int | None = None,
                kill_loop: KillLoop | None = None, idle_s: float = 10.0, timeout_s: float = 900.0,
-               allow_timeout: bool = False) -> FaultRun:
+               allow_timeout: bool = False, ready_wait_s: float = 0.0) -> FaultRun:
     """Crawl; ``first_at_s`` after seeding (or once ``start_after_results`` results are in) apply
     ``faults`` one after the other, ``between_s`` apart; with ``kill_loop``, kill service instances meanwhile
     (the engine faults are then spread over its span). Wait until the crawl is idle (with ``allow_timeout``,
-    a crawl still not idle after ``timeout_s`` is judged as it is, with ``idle`` False). No engine stays
-    frozen or stopped, whatever fails."""
+    a crawl still not idle after ``timeout_s`` is judged as it is, with ``idle`` False). With
+    ``ready_wait_s``, after each fault's pause wait up to that long more for every service that uses the
+    engine to answer ready (the next fault starts then, ready or not; `FaultRun.ready_waits` says). No
+    engine stays frozen or stopped, whatever fails."""
     crawl = Crawl(CrawlOptions(workdir=workdir, hosts=hosts, web_seed=web_seed, extra_env=env or {},
                                log_level=log_level, synthweb_args=["--profile", profile]))
     watcher = ReadyzWatcher(readyz_ports())
     outages: list[Outage] = []
     kills: list[tuple[float, str]] = []
     idle = True
+    ready_waits: list[tuple[str, float, bool]] = []
     crawl.start()
     try:
         watcher.start()
@@ -101,6 +107,8 @@ def run_faults(workdir: Path, hosts: int, web_seed: int, profile: str, faults: S
             for fault in faults:
                 outages.append(inject(fault))
                 _alive_wait(crawl, between_s)
+                if ready_wait_s > 0:
+                    ready_waits.append(_wait_ready(crawl, watcher, fault, ready_wait_s))
         else:
             _kill_loop(crawl, kill_loop, faults, outages, kills)
         idle = _wait_idle(crawl, idle_s, timeout_s, allow_timeout)
@@ -110,7 +118,18 @@ def run_faults(workdir: Path, hosts: int, web_seed: int, profile: str, faults: S
         watcher.stop()
         crawl.close()
     truth = generate(hosts, web_seed, profile, port=crawl.opt.http_port).ground_truth(crawl.manifest["seeds"])
-    return FaultRun(crawl, truth, load_log(workdir / "requests.jsonl"), outages, watcher, seeded_at, kills, idle)
+    return FaultRun(crawl, truth, load_log(workdir / "requests.jsonl"), outages, watcher, seeded_at, kills, idle,
+                    ready_waits)
+
+
+def _wait_ready(crawl: Crawl, watcher: ReadyzWatcher, fault: Fault, limit_s: float) -> tuple[str, float, bool]:
+    """Wait up to ``limit_s`` until every user of ``fault``'s engine answers ready (the watcher's last
+    probe of each). Returns (fault, seconds waited, all ready)."""
+    users = set(ENGINE_USERS[fault.engine])
+    start = time.time()
+    while users & set(watcher.not_ready_now()) and time.time() - start < limit_s:
+        _alive_wait(crawl, 0.5)
+    return fault.name, round(time.time() - start, 1), not users & set(watcher.not_ready_now())
 
 
 def _wait_idle(crawl: Crawl, idle_s: float, timeout_s: float, allow_timeout: bool) -> bool:

@@ -28,7 +28,8 @@ from streamcrawl_runtime.health import Readiness
 pytestmark = [
     pytest.mark.e2e,
     # It freezes the engines of $STREAMCRAWL_STACK_DIR's stack (the pids under its run/): only on request
-    # (`make test-faults` asks, on a private stack), never on a stack others share.
+    # (`make test-faults` asks, and `make test` for the restart test, each on a stack of its own), never on a
+    # stack others share.
     pytest.mark.skipif(os.environ.get("STREAMCRAWL_ENGINE_FAULTS") != "1",
                        reason="freezes the stack's engines: set STREAMCRAWL_ENGINE_FAULTS=1 on a stack of your own"),
 ]

@@ -151,14 +151,16 @@ class RunLoop(LoopRebalance):
                 # Every poll runs in a worker thread: its wait does not hold up handlers in flight (a fetch
                 # waiting for its not_before, a response arriving, whose timing the politeness delay is
                 # computed from), and the rebalance callbacks it runs can wait for their work on this event
-                # loop (see _on_revoke). Busy: a poll that does not wait, and the asyncio sleep below (which
-                # timers and I/O can interrupt) does the waiting. Idle: block until a record or the next
-                # tick. Paused: a poll that returns no record, for the callbacks, which run only in a poll.
+                # loop (see _on_revoke). It blocks until a record arrives, or until the loop has work of its
+                # own (a tick, a commit), at most idle_wait_s when nothing is in flight and busy_wait_s when
+                # something is (a finished handler may have work for the loop). Paused: a poll that returns
+                # no record, for the callbacks, which run only in a poll, every busy_poll_s.
                 busy = bool(self._tasks)
-                if self._paused or busy:
+                if self._paused:
                     msgs = await asyncio.to_thread(self.consumer.consume, self.cfg.poll_batch, 0.0)
                 else:
-                    msgs = await asyncio.to_thread(self._poll_idle, self._idle_wait(last_commit))
+                    wait = self._idle_wait(last_commit)
+                    msgs = await asyncio.to_thread(self._poll_idle, min(wait, self.cfg.busy_wait_s) if busy else wait)
                 if self._counts_pending:  # until known, records of these topics get the key check only
                     await self._note_pending_counts(self.consumer)
                 for msg in msgs:
@@ -176,7 +178,7 @@ class RunLoop(LoopRebalance):
                                             "waiting_on_key": self._waiting, "paused": self._paused,
                                             "assigned": len(self._own.owned), "held": len(self._own.held)})
                     self._warn_stalled()
-                await asyncio.sleep(0 if msgs or not (busy or self._paused) else self.cfg.busy_poll_s)
+                await asyncio.sleep(self.cfg.busy_poll_s if self._paused and not msgs else 0)
             log.info("draining", extra={"in_flight": len(self._tasks)})
             # Hand everything over: the records in flight finish, outputs are flushed, offsets committed and
             # the handler settles its partitions, all before the group hears that this member leaves.

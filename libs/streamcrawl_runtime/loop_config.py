@@ -28,11 +28,16 @@ class LoopConfig:
     poll_batch: int = 500
     commit_interval_s: float = 0.5
     tick_interval_s: float = 0.2
-    # How often a busy loop (handlers in flight) looks for new records. Each pass costs a consume()
-    # call and the loop's bookkeeping; at 5 ms py-spy profiles put it at 6-13% of each service. New
-    # records wait at most this long, which a hop-by-hop crawl absorbs (the frontier sends fetches
-    # ahead of their not_before) and which no politeness timing depends on.
+    # A paused loop (backpressure) polls this often, for the rebalance callbacks, which run only in a poll;
+    # and a poll that found a record gathers what else arrives within it into one batch.
     busy_poll_s: float = 0.02
+    # The longest a busy loop (handlers in flight, not paused) blocks in poll. A record wakes the poll at
+    # once, so no record waits for it; what waits is the loop's own work after a handler finishes: a tick
+    # the handler brought forward, a commit. It was a 20 ms poll-and-sleep cycle: measured at 530 µs of CPU
+    # a pass against 560 µs for a 100 ms blocking poll, that was 2.6% of a core for every busy process
+    # (0.6% blocking), paid by each instance (a fetcher waiting on politeness is busy all the time): the
+    # cost that grew with the instance count in the scale benchmark (docs/benchmarks-scale-instances.md).
+    busy_wait_s: float = 0.1
     # The longest an idle loop (nothing in flight) blocks in poll: a stop signal, the readiness probes
     # (asyncio tasks) and a handler without `tick_due` wait at most this long.
     idle_wait_s: float = 1.0

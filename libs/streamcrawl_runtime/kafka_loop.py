@@ -210,14 +210,22 @@ class RunLoop(LoopRebalance):
         # holds a chain per host it is working on.
         n = len(self._tasks) + self._waiting
         _IN_FLIGHT(self.cfg.service).set(n)
-        active = [TopicPartition(t, p) for t, p in sorted(self._own.assigned - self._own.held)]
-        if not self._paused and n >= self.cfg.max_in_flight and active:
-            self.consumer.pause(active)
+        if not self._paused and n >= self.cfg.max_in_flight:
+            # Partitions that have not delivered a record since their assignment are paused at their first
+            # record instead (see kafka_rebalance._on_assign: a pause may overtake their fetch start).
+            active = self._own.assigned - self._own.held
+            self._paused_tps = active - self._unstarted
+            self._pause_on_first = active & self._unstarted
+            if self._paused_tps:
+                self.consumer.pause([TopicPartition(t, p) for t, p in sorted(self._paused_tps)])
             self._paused = True
         elif self._paused and n <= self.cfg.resume_below:
-            if active:
-                self.consumer.resume(active)
+            back = self._paused_tps & (self._own.assigned - self._own.held)
+            if back:
+                self.consumer.resume([TopicPartition(t, p) for t, p in sorted(back)])
             self._paused = False
+            self._paused_tps = set()
+            self._pause_on_first = set()
 
     # ------------------------------------------------------------------ records
 
@@ -231,6 +239,12 @@ class RunLoop(LoopRebalance):
         topic, part, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
         if part not in self._own.owned or (topic, part) in self._own.held:
             return  # fetched before its partition went or was held: its next reader reads it again
+        if self._unstarted and (topic, part) in self._unstarted:
+            self._unstarted.discard((topic, part))  # its fetch has started: pause and resume are safe now
+            if (topic, part) in self._pause_on_first:  # assigned under backpressure
+                self._pause_on_first.discard((topic, part))
+                self._paused_tps.add((topic, part))
+                self.consumer.pause([TopicPartition(topic, part)])
         fresh_from = self._fresh_from.get((topic, part))
         rec = Record(topic, part, offset, key.decode("utf-8", "replace") if isinstance(key, bytes) else key,
                      msg.value() or b"", fresh=fresh_from is not None and offset >= fresh_from)

@@ -19,7 +19,7 @@ IMAGE        ?= streamcrawl:0.1.0
 
 .PHONY: audit help venv stack-up stack-down stack-status stack-reset test test-unit test-integration test-e2e \
         lint schemas schemas-check run bench-core bench-crawl bench-idle bench-scale bench-memory clean helm helm-check image browser \
-        screenshot test-scale test-faults test-faults-ci test-faults-ci-down bench-faults chaos fault-stack-down pywb-check bench-refresh-split
+        screenshot test-scale bench-loop-busy test-faults test-faults-ci test-faults-ci-down bench-faults chaos fault-stack-down pywb-check bench-refresh-split
 
 help:
 	@echo "make run            start the stack and every service, crawl the bundled synthetic web (Ctrl-C stops);"
@@ -260,6 +260,10 @@ test-faults-ci-down:
 	@if [ -x $(VPY) ]; then $(CI_FAULT_ENV) $(STACK) down; else $(CI_FAULT_ENV) $(PY) stack/stackctl.py down; fi
 
 # What a crawl with nothing to fetch costs: the five services, no seeds, 60 s (docs/benchmarks-idle.md).
+# A busy run loop's own cost while its records wait (the poll-and-sleep cycle of before against the blocking poll).
+bench-loop-busy: stack-up
+	$(VPY) bench/loop_busy.py --seconds 20 --repeats 3 --out docs/benchmarks-loop-busy.md
+
 bench-idle: stack-up
 	$(VPY) bench/idle_cost.py --duration 60 --repeats 3 --out docs/benchmarks-idle.md
 

@@ -156,7 +156,8 @@ class RunLoop(LoopRebalance):
                 # something is (a finished handler may have work for the loop). Paused: a poll that returns
                 # no record, for the callbacks, which run only in a poll, every busy_poll_s.
                 busy = bool(self._tasks)
-                if self._paused:
+                cycle = self._paused or (busy and self.cfg.busy_wait_s <= 0)  # busy_wait_s 0: the old cycle
+                if cycle:
                     msgs = await asyncio.to_thread(self.consumer.consume, self.cfg.poll_batch, 0.0)
                 else:
                     wait = self._idle_wait(last_commit)
@@ -178,7 +179,7 @@ class RunLoop(LoopRebalance):
                                             "waiting_on_key": self._waiting, "paused": self._paused,
                                             "assigned": len(self._own.owned), "held": len(self._own.held)})
                     self._warn_stalled()
-                await asyncio.sleep(self.cfg.busy_poll_s if self._paused and not msgs else 0)
+                await asyncio.sleep(self.cfg.busy_poll_s if cycle and not msgs else 0)
             log.info("draining", extra={"in_flight": len(self._tasks)})
             # Hand everything over: the records in flight finish, outputs are flushed, offsets committed and
             # the handler settles its partitions, all before the group hears that this member leaves.

@@ -37,6 +37,7 @@ class LoopConfig:
     # a pass against 560 µs for a 100 ms blocking poll, that was 2.6% of a core for every busy process
     # (0.6% blocking), paid by each instance (a fetcher waiting on politeness is busy all the time): the
     # cost that grew with the instance count in the scale benchmark (docs/benchmarks-scale-instances.md).
+    # 0 keeps the old cycle (bench/loop_busy.py compares the two).
     busy_wait_s: float = 0.1
     # The longest an idle loop (nothing in flight) blocks in poll: a stop signal, the readiness probes
     # (asyncio tasks) and a handler without `tick_due` wait at most this long.

@@ -259,11 +259,11 @@ test-faults-ci: venv
 test-faults-ci-down:
 	@if [ -x $(VPY) ]; then $(CI_FAULT_ENV) $(STACK) down; else $(CI_FAULT_ENV) $(PY) stack/stackctl.py down; fi
 
-# What a crawl with nothing to fetch costs: the five services, no seeds, 60 s (docs/benchmarks-idle.md).
 # A busy run loop's own cost while its records wait (the poll-and-sleep cycle of before against the blocking poll).
 bench-loop-busy: stack-up
 	$(VPY) bench/loop_busy.py --seconds 20 --repeats 3 --out docs/benchmarks-loop-busy.md
 
+# What a crawl with nothing to fetch costs: the five services, no seeds, 60 s (docs/benchmarks-idle.md).
 bench-idle: stack-up
 	$(VPY) bench/idle_cost.py --duration 60 --repeats 3 --out docs/benchmarks-idle.md
 

@@ -97,7 +97,7 @@ test-e2e: browser stack-up
 
 # The scale-out / scale-in / kill -9 crawl (issue 10) alone (`make test` runs it too).
 test-scale: stack-up
-	STREAMCRAWL_SCALE_E2E=1 $(VPY) -m pytest tests/e2e/test_scale_e2e.py -q -s
+	$(VPY) -m pytest tests/e2e/test_scale_e2e.py -q -s
 
 # docs/dashboard.png, taken by the browser test while its crawl runs (after resume, once pages flow again).
 screenshot: browser stack-up

@@ -166,7 +166,8 @@ class RunLoop(LoopRebalance):
                     await self._note_pending_counts(self.consumer)
                 for msg in msgs:
                     self._accept(msg)
-                if time.time() >= self._tick_at():
+                at = time.time()
+                if at >= self._tick_at(at):
                     await self._tick()
                 now = time.monotonic()
                 if now - last_commit >= self.cfg.commit_interval_s:
@@ -364,19 +365,24 @@ class RunLoop(LoopRebalance):
         except (PoisonMessage, KafkaException) as exc:  # an output over the size limit: no record to blame
             log.error("tick outputs not produced", extra={"error": str(exc)[:300]})
 
-    def _tick_at(self) -> float:
+    def _tick_at(self, now: float) -> float:
         """Wall-clock time of the next tick: the handler's next timed work (`tick_due`; records it handled
         since may have brought it forward), but never sooner than tick_interval_s after the last tick. A
-        handler without `tick_due` is ticked every tick_interval_s."""
+        handler without `tick_due` is ticked every tick_interval_s. Asked with the ``now`` it is compared
+        with: a handler whose work is due now answers ``now``, and a clock read twice (once here, once for
+        the comparison) made that later than the comparison's, so such a tick never came, and the idle loop
+        spun with zero-length polls (a frontier loading cold hosts sat so at 100% of a core for 7 minutes,
+        dispatching nothing, in a fresh-clone CI run)."""
         if self._tick_due is None:
             return self._next_tick
-        due: float = self._tick_due(time.time())
+        due: float = self._tick_due(now)
         return max(self._next_tick, due)
 
     def _idle_wait(self, last_commit: float) -> float:
         """How long an idle pass may block in poll: until the next tick, or a commit of finished records,
         at most idle_wait_s."""
-        wait = min(self.cfg.idle_wait_s, self._tick_at() - time.time())
+        at = time.time()
+        wait = min(self.cfg.idle_wait_s, self._tick_at(at) - at)
         if self.readiness.probing:
             # The poll blocks the event loop and a probe needs a loop turn per step: an idle fetcher's
             # Cassandra check timed out on every probe while each await waited out a 1 s poll.

@@ -151,3 +151,16 @@ def test_an_assignment_the_handler_fails_with_an_outage_is_retried_until_applied
     loop.consumer.close()
     asyncio.run(loop._until_applied("assign", h.on_assign, [0, 1]))
     assert h.assigns == [[0, 1]] * 3
+
+
+def test_a_handler_whose_work_is_due_now_is_ticked_every_tick_interval_without_spinning() -> None:
+    # tick_due answers the `now` it is asked with (the frontier does so while cold hosts wait to be loaded):
+    # with the clock read twice, the comparison's read came first, the tick never fired and the loop spun.
+    class DueNow(Timed):
+        def tick_due(self, now: float) -> float:
+            return now
+
+    h = DueNow(every_s=None)
+    c = _run(h, 1.0, tick_interval_s=0.2)
+    assert 4 <= len(h.ticks) <= 7, h.ticks  # one per tick_interval_s over ~1 s
+    assert len(c.waits) <= 3 * len(h.ticks) + 3, len(c.waits)  # polls wait for the next tick: no spin

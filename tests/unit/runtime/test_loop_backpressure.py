@@ -19,7 +19,7 @@ from streamcrawl_contracts.messages import Envelope, SeedMessage
 from streamcrawl_runtime.kafka_loop import LoopConfig, RunLoop
 from streamcrawl_runtime.ports.loop import Output, Record
 
-from tests.unit.runtime.test_loop_idle import NoProducer
+from tests.unit.runtime.test_loop_idle import NoProducer, Timed
 
 SEED = SeedMessage(url="http://a.example/", source="test").model_dump_json().encode()
 
@@ -88,25 +88,19 @@ class Recorder:
         pass
 
 
-class Slow:
-    """Each record takes ``hold_s``."""
+class Slow(Timed):
+    """Each record takes ``hold_s``; ticked every tick_interval_s (no tick_due)."""
+
+    tick_due = None  # type: ignore[assignment]
 
     def __init__(self, hold_s: float) -> None:
+        super().__init__(every_s=None)
         self.hold_s = hold_s
         self.handled = 0
 
     async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
         await asyncio.sleep(self.hold_s)
         self.handled += 1
-        return []
-
-    async def on_assign(self, partitions: list[int]) -> None:
-        pass
-
-    async def on_revoke(self, partitions: list[int]) -> None:
-        pass
-
-    async def tick(self, now: float) -> Sequence[Output]:
         return []
 
 

@@ -173,7 +173,8 @@ bench-core: venv
 # 1, 2 and 3 instances of every service on the 2,000-host web: pages/s and CPU-ms per page (docs/benchmarks-scale-instances.md).
 # Resets the crawl on the local stack and uses ports 8480/8553, like bench-crawl.
 bench-scale: stack-up
-	$(VPY) bench/scale_bench.py --hosts 2000 --duration 240 --instances 1 2 3 --out docs/benchmarks-scale-instances.md
+	$(VPY) bench/scale_bench.py --hosts 2000 --duration 150 --instances 1 2 3 --repeats 2 \
+	  --out docs/benchmarks-scale-instances.md
 
 # The frontier's discovery/refresh split on a crawl it bottlenecks (3 leases, 150 hosts, recrawl intervals in
 # seconds), judged from the synthetic web's request log: two crawls of 90 s, discovery_share 0.3 and 0.5

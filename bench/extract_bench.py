@@ -49,10 +49,19 @@ def trafilatura_main(html: bytes) -> str:
                                favor_precision=False, deduplicate=False) or ""
 
 
+def trafilatura_fast(html: bytes) -> str:
+    """trafilatura without its fallback extractors (readability, jusText): ``fast=True``."""
+    import trafilatura
+
+    return trafilatura.extract(html.decode("utf-8", "replace"), include_comments=False, include_tables=True,
+                               favor_precision=False, deduplicate=False, fast=True) or ""
+
+
 EXTRACTORS: dict[str, Callable[[bytes], str]] = {
     "lxml visible text (before)": lxml_visible,
     "resiliparse main content": resiliparse_main,
     "trafilatura extract": trafilatura_main,
+    "trafilatura extract, fast=True": trafilatura_fast,
 }
 
 

@@ -133,6 +133,11 @@ class FetchRequest(Envelope):
     #: before it as before any possible replay; whichever copy comes second finds the lease done.
     #: Optional (added without a schema_version bump).
     resent: bool = False
+    #: A request starting at or after this time (epoch seconds, fetcher clock) reads its lease again right
+    #: after writing its started mark and sends nothing if the lease is no longer the host's current one:
+    #: from then on the frontier may have fenced it (streamcrawl_core.lease, early check). 0: never.
+    #: Optional (added without a schema_version bump).
+    confirm_after: float = 0.0
 
 
 class HttpExchange(BaseModel):

@@ -13,6 +13,16 @@ before it produces the result; the frontier ends the lease when the result arriv
 - **Expiry** (`on_expiry`): a lease whose result never came is released if no request went out under it;
   kept in force while a started request may still run; and after that the host is held back for the
   politeness delay of a request that ran from its start until now.
+- **Early check** (`early_check_at`, `confirm_after`, `handled`): a lease whose request is stuck (in a
+  producer, the broker, a rebalance, a fetcher's backlog) would block its host for the whole lease. At
+  the early check the frontier reads the marks; if nothing was started it *fences* the lease (host_state's
+  lease cleared) and reads the marks again; only if they still show nothing is the lease ended and the URL
+  put back. A request starting at or after `confirm_after` (carried in the request) writes its started mark
+  and then reads the lease row again, and sends nothing if the lease is no longer current. The two write-
+  then-read sequences (frontier: fence, marks; fetcher: started, lease) cannot both miss each other: either
+  the frontier sees the start and keeps the host blocked, or the fetcher sees the fence and sends nothing.
+  Requests that start earlier than `confirm_after` (the normal case) pay no extra read; the margin between
+  `confirm_after` and the check covers the same clock skew and write latency as the guard.
 
 `LeaseTable` is the frontier's in-memory book of live leases, one per host, with their expiry times.
 Pure logic, no I/O.
@@ -70,6 +80,47 @@ def replay_check(lease_id: str, marks: LeaseMarks) -> Replay:
     if marks.started_lease == lease_id and marks.started_at is not None:
         return Replay.INTERRUPTED
     return Replay.NOT_STARTED
+
+
+#: How much earlier than the frontier's earliest early check a fetcher starts confirming its lease: covers
+#: clock skew between the processes and the latency of the started write (like the fetcher's lease guard).
+CONFIRM_MARGIN_S = 5.0
+
+
+def early_check_at(granted_at: float, lease_s: float, check_s: float, start_delay_s: float = 0.0) -> float | None:
+    """When the frontier first looks at a lease granted at ``granted_at`` (None: no early check).
+
+    Never before ``granted_at + check_s`` (the fetcher confirms every request starting from
+    `confirm_after`, which assumes that). Later while requests take long to start anyway:
+    ``start_delay_s`` is the recent time from grant to the fetcher's start (a CPU-bound fetcher's backlog
+    legitimately holds requests ~20 s); checking at twice that keeps such leases from being fenced and
+    re-leased in a loop. No check when it would come within ``CONFIRM_MARGIN_S`` of the expiry."""
+    if check_s <= 0:
+        return None
+    at = granted_at + max(check_s, 2.0 * max(0.0, start_delay_s))
+    if at >= granted_at + lease_s - CONFIRM_MARGIN_S:
+        return None
+    return at
+
+
+def confirm_after(granted_at: float, lease_s: float, check_s: float) -> float:
+    """From when a request under a lease granted at ``granted_at`` confirms its lease after writing its
+    started mark (0.0: never, no early check)."""
+    if early_check_at(granted_at, lease_s, check_s) is None:
+        return 0.0
+    return granted_at + check_s - CONFIRM_MARGIN_S
+
+
+def handled(lease_id: str, marks: LeaseMarks) -> bool:
+    """True if the fetcher began work under ``lease_id`` that the frontier must wait for: a request was
+    started (it may be running), or the work was finished (its result is on its way)."""
+    return marks.fetched_lease == lease_id or (marks.started_lease == lease_id and marks.started_at is not None)
+
+
+def must_confirm(now: float, confirm_at: float) -> bool:
+    """True if a request starting at ``now`` reads its lease again after its started mark (the frontier
+    may have fenced the lease by now). ``confirm_at`` 0: a request from before early checks, never."""
+    return 0.0 < confirm_at <= now
 
 
 def may_send(now: float, expires_at: float, guard_s: float) -> bool:

@@ -48,7 +48,7 @@ from urllib.parse import urlsplit
 from prometheus_client import Counter, Histogram
 from streamcrawl_contracts.messages import Envelope, FetchRequest, FetchResult
 from streamcrawl_contracts.topics import FETCH_RESULTS
-from streamcrawl_core.lease import Replay, interrupted_fetch_s, may_send, replay_check
+from streamcrawl_core.lease import Replay, interrupted_fetch_s, may_send, must_confirm, replay_check
 from streamcrawl_core.politeness import parse_retry_after
 from streamcrawl_core.redirects import MAX_REDIRECT_HOPS
 from streamcrawl_core.traps import soft404_echoes, soft404_probe_path, soft404_signature
@@ -192,11 +192,12 @@ class FetcherHandler(StatelessHandler):
         request made under the lease are appended to ``archive`` (when given and WARC output is on)."""
         started = self.clock()
 
-        async def turn() -> bool:
+        async def turn() -> str | None:
             # Dispatched ahead of the host's politeness timer (so Kafka's latency is not added to every
             # delay): no request to the host before not_before. Awaited right before the one request
             # this lease pays for, after the lease check, DNS and robots lookups, so none of those
-            # delays it. False: too late in the lease to send it (the caller answers lease_expired).
+            # delays it. A reason (the caller answers lease_expired): too late in the lease to send it, or
+            # the lease was fenced by the frontier's early check.
             wait = req.not_before - self.clock()
             if wait > 0:
                 await asyncio.sleep(wait)
@@ -205,13 +206,21 @@ class FetcherHandler(StatelessHandler):
             # frontier, should the lease expire meanwhile, keeps the host leased while it may still run.
             self.exchanges.begin(req.lease_id)
             await self.state.host_put_started_lease(req.host, req.lease_id, self.clock())
-            if not may_send(self.clock(), req.lease_expires_at, self.policy.lease_guard_s):
-                return False
+            now = self.clock()
+            if not may_send(now, req.lease_expires_at, self.policy.lease_guard_s):
+                return "too little of the lease left to send the request"
+            if must_confirm(now, req.confirm_after):
+                # Late in the lease: the frontier's early check may have fenced it (its request looked stuck)
+                # and put the URL back. Read after the started mark: if the fence is not seen here, the
+                # frontier's read after its fence sees the mark and keeps the host blocked for this request.
+                row = await self.state.host_lease(req.host)
+                if row.lease_id != req.lease_id:
+                    return "lease superseded (fenced by the frontier's early check before the request)"
             self.exchanges.sent(req.lease_id)
-            return True
+            return None
 
-        def too_late() -> FetchResult:
-            return result("lease_expired", error="too little of the lease left to send the request")
+        def too_late(why: str) -> FetchResult:
+            return result("lease_expired", error=why)
 
         # outcome is one of FetchResult's Literal values (pydantic checks it)
         def result(outcome: Any, **fields: Any) -> FetchResult:
@@ -276,8 +285,8 @@ class FetcherHandler(StatelessHandler):
         if rules is None:
             # One lease = one request to the host: this lease is spent on robots.txt, the page waits
             # for its next turn behind the politeness delay (the frontier re-queues on robots_fetched).
-            if not await turn():
-                return too_late()
+            if (why := await turn()) is not None:
+                return too_late(why)
             robots_started = self.clock()
             hops: RobotsHops = []
             rules = await self.robots.fetch_rules(req.host, origin, robots_started, hops)
@@ -317,8 +326,8 @@ class FetcherHandler(StatelessHandler):
             probe_path = soft404_probe_path(secrets.token_hex(8))
             if rules.allowed(origin + probe_path):
                 # Like robots.txt: this lease is spent on the probe, the page waits for its next turn.
-                if not await turn():
-                    return too_late()
+                if (why := await turn()) is not None:
+                    return too_late(why)
                 return await self._probe(req, origin + probe_path, probe_path, delay, result, archive)
             soft404 = NO_SOFT404  # robots.txt forbids the probe: no signature, the page goes on
             SOFT404_PROBES.labels("disallowed").inc()
@@ -326,8 +335,8 @@ class FetcherHandler(StatelessHandler):
         host_signature = None if soft404 in (NO_SOFT404, NO_SOFT404_YET) else int(soft404, 16)
 
         headers = await conditional_headers(self.state, req)
-        if not await turn():
-            return too_late()
+        if (why := await turn()) is not None:
+            return too_late(why)
         t0 = time.perf_counter()
         try:
             resp = await self.http.get(req.url, self.policy.max_body_bytes, headers)

@@ -16,7 +16,7 @@ from streamcrawl_contracts.topics import FETCH_REQUESTS
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.frontier import Frontier, FrontierItem
 from streamcrawl_core.frontier_parts import KINDS
-from streamcrawl_core.lease import Extend, Hold, Lease, grant, on_expiry
+from streamcrawl_core.lease import Extend, Hold, Lease, confirm_after, early_check_at, grant, handled, on_expiry
 from streamcrawl_runtime.ports.loop import Output
 
 from streamcrawl_frontier.results import FrontierResults
@@ -26,6 +26,11 @@ log = logging.getLogger("streamcrawl.frontier")
 
 DISPATCHED = Counter("streamcrawl_frontier_dispatched_total", "Fetch requests leased")
 EXPIRED = Counter("streamcrawl_frontier_lease_expired_total", "Leases that expired and were re-queued")
+EARLY_RECOVERED = Counter("streamcrawl_frontier_lease_early_recovered_total",
+                          "Leases ended at their early check, no request started under them: URL re-queued, "
+                          "host free again before the lease's expiry")
+FENCE_RACED = Counter("streamcrawl_frontier_lease_fence_raced_total",
+                      "Early checks whose fenced lease turned out started on the second read: kept in force")
 LEASE_WRITE_FAILURES = Counter("streamcrawl_frontier_lease_write_failures_total",
                                "Leases not written (Cassandra unavailable); their hosts stay queued")
 QUEUED = Gauge("streamcrawl_frontier_queued", "URLs of the owned partitions held in memory")
@@ -189,6 +194,9 @@ class FrontierDispatch(FrontierResults):
                 fr.release(item.host, item.url, now)  # back in the queue; a later tick tries again
                 failed = failed or res
                 continue
+            check = early_check_at(now, self.lease_s, self.lease_check_s, self.start_delay_s)
+            if check is not None:
+                self.leases.recheck_at(item.host, lease, check)
             snap = fr.host_snapshot(item.host)
             not_before = max(item.not_before, snap.next_allowed_at if snap else 0.0)
             if log.isEnabledFor(logging.DEBUG):  # per lease: nothing is built when debug is off
@@ -197,7 +205,8 @@ class FrontierDispatch(FrontierResults):
             out.append(Output(FETCH_REQUESTS, item.host, FetchRequest(
                 url=item.url, host=item.host, url_fp=meta.url_fp, depth=meta.depth, kind=item.kind,
                 lease_id=lease.lease_id, lease_expires_at=lease.expires_at,
-                not_before=not_before if not_before > now else 0.0, redirect_chain=list(meta.redirect_chain))))
+                not_before=not_before if not_before > now else 0.0, redirect_chain=list(meta.redirect_chain),
+                confirm_after=confirm_after(now, self.lease_s, self.lease_check_s))))
         if failed is not None:
             LEASE_WRITE_FAILURES.inc(sum(isinstance(r, BaseException) for r in results))
             log.warning("lease writes failed; their hosts stay queued", extra={"error": repr(failed)[:300]})
@@ -207,6 +216,9 @@ class FrontierDispatch(FrontierResults):
         """Settle the leases whose (re)check time has come and whose result never arrived."""
         while (due := self.leases.next_due(now)) is not None:
             host, lease = due
+            if now < lease.expires_at:
+                await self._early_check(host, lease, now)
+                continue
             # Did a request go out under the lease? The fetcher marks a lease started right before its
             # request (and sends none in the lease's last seconds) and finished after it.
             try:
@@ -243,3 +255,59 @@ class FrontierDispatch(FrontierResults):
                 # A rebuilt host whose leased URL was finished already has nothing left: it leaves memory
                 # and the index (else its index row would outlive it and the crawl never read as drained).
                 await self.settle_host(fr, lease.part, host)
+
+    async def _early_check(self, host: str, lease: Lease, now: float) -> None:
+        """A lease's early check (streamcrawl_core.lease): if no request was started under it, fence it
+        (host_state's lease cleared: a fetcher confirming it finds it superseded and sends nothing), read
+        the marks again, and only if they still show nothing end it and put the URL back, so the host is
+        leased again now instead of at the expiry. A request started between the fence and the second read
+        keeps the lease in force (host_state's lease written back, so a rebuilt frontier keeps the host
+        blocked too): its result ends it as any result does, and the expiry check still applies."""
+        lease_id = lease.lease_id
+        try:
+            marks = await self.state.host_lease(host)
+            if self.leases.get(host) is not lease:
+                return  # its result arrived during the read
+            if handled(lease_id, marks):
+                if lease_id in self.fenced:  # fenced by an attempt whose second read failed
+                    await self.state.host_put_lease(host, lease_id, lease.url, lease.expires_at)
+                    self.fenced.discard(lease_id)
+                return  # started (or done): the expiry check settles it as before
+            self.fenced.add(lease_id)
+            await self.state.host_put_lease(host, None, None, None)
+            if self.leases.get(host) is not lease:
+                self.fenced.discard(lease_id)
+                return
+            marks = await self.state.host_lease(host)
+        except BaseException:
+            if self.leases.get(host) is lease:
+                self.leases.recheck_at(host, lease, now)  # still leased: the next tick tries again
+            raise
+        if self.leases.get(host) is not lease:
+            self.fenced.discard(lease_id)
+            return
+        if handled(lease_id, marks):
+            # The fetcher wrote its started mark before the fence landed: its request may be under way (or
+            # it may find the fence when it confirms, and answer lease_expired). Either way its result
+            # settles the lease; until then the host stays blocked.
+            FENCE_RACED.inc()
+            await self.state.host_put_lease(host, lease_id, lease.url, lease.expires_at)
+            self.fenced.discard(lease_id)
+            return
+        self.fenced.discard(lease_id)
+        self.leases.end(host, lease_id)
+        EARLY_RECOVERED.inc()
+        log.info("lease recovered early: no request started", extra={"url": lease.url, "lease": lease_id})
+        fr = self.frontiers.get(lease.part)
+        if fr is None:
+            return
+        restored = self.restored.get(host)
+        if restored is not None and restored[0] == lease_id:
+            # A rebuilt host's stand-in lease: blocked until its expiry, which no request needs now; its URL
+            # is queued from its durable row. The persisted timer comes back.
+            del self.restored[host]
+            snap = fr.host_snapshot(host)
+            fr.restore_host(host, max(restored[1], now), snap.backoff_level if snap else 0)
+        else:
+            fr.release(host, lease.url, now)
+        await self.settle_host(fr, lease.part, host)

@@ -15,6 +15,7 @@ from streamcrawl_frontier.settings import FrontierSettings
 def build(settings: FrontierSettings) -> Wiring:
     state = crawl_state(settings.stack)
     handler = FrontierHandler(state, settings.politeness.config(), lease_s=settings.lease_s,
+                              lease_check_s=settings.lease_check_s,
                               max_request_s=settings.max_request_s, discovery_share=settings.discovery_share,
                               dispatch_per_tick=settings.dispatch_per_tick, max_leases=settings.max_leases,
                               lookahead_s=settings.lookahead_s, margin_s=settings.politeness_margin_s,

@@ -24,6 +24,8 @@ RETRY_STATUSES = frozenset({429, 503})
 MAX_ATTEMPTS = 5
 #: Outcomes whose lease was spent on robots.txt or the soft-404 probe: the page itself is still to fetch.
 LEASE_WITHOUT_PAGE = frozenset({"robots_fetched", "probe_fetched"})
+#: The weight of each result in the running average of the time from grant to the fetcher's start.
+START_DELAY_WEIGHT = 0.05
 
 
 def retryable(res: FetchResult) -> bool:
@@ -58,7 +60,12 @@ class FrontierResults(FrontierShards):
             log.debug("result", extra={"url": res.url, "lease": res.lease_id, "outcome": res.outcome,
                                        "live_lease": live.lease_id if live else None,
                                        "restored": res.host in self.restored, "known": fr.is_known(res.url)})
-        if self.leases.end(res.host, res.lease_id) is not None:
+        if (ended := self.leases.end(res.host, res.lease_id)) is not None:
+            if res.outcome != "interrupted" and res.host not in self.restored:
+                # How long requests wait between the grant and the fetcher (Kafka, the fetcher's backlog):
+                # under load the early check moves later (streamcrawl_core.lease.early_check_at).
+                waited = res.started_at - (ended.expires_at - self.lease_s)
+                self.start_delay_s += START_DELAY_WEIGHT * (min(max(waited, 0.0), self.lease_s) - self.start_delay_s)
             if res.outcome == "lease_expired":
                 fr.release(res.host, res.url, now)
                 await self.state.host_put_lease(res.host, None, None, None)

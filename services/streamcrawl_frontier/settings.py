@@ -17,6 +17,10 @@ class FrontierSettings(ServiceSettings):
     #: How long a fetcher has to start the request. It bounds how long a crashed frontier's hosts wait: a
     #: lease whose request never reached Kafka (written just before a kill -9) blocks its host until then.
     lease_s: float = 60.0
+    #: The early check (streamcrawl_core.lease): this long after the grant (later while requests take
+    #: long to start anyway), a lease whose request has not started is fenced and its URL put back, so a
+    #: request stuck in an engine blocks its host ~20 s instead of the whole lease. 0: no early check.
+    lease_check_s: float = Field(default=20.0, ge=0)
     max_request_s: float = 130.0     # the longest a started request can run (fetcher total_timeout_s + connect)
     discovery_share: float = 0.3
     dispatch_per_tick: int = 500

@@ -25,7 +25,7 @@ from streamcrawl_contracts.topics import DEFAULT_PARTITIONS
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.frontier import Frontier, FrontierConfig
 from streamcrawl_core.frontier_parts import Kind, KindSplit
-from streamcrawl_core.lease import Lease, LeaseTable
+from streamcrawl_core.lease import Lease, LeaseTable, early_check_at
 from streamcrawl_core.partition import partition_for
 from streamcrawl_core.politeness import HostOverride, PolitenessConfig
 from streamcrawl_runtime.ports.state import FrontierState, PartitionSummary, QueueKey
@@ -60,11 +60,18 @@ class FrontierShards:
                  partitions: int = DEFAULT_PARTITIONS, max_leases: int = 1000, lookahead_s: float = 0.3,
                  margin_s: float = 0.01, max_request_s: float = 130.0, max_hosts: int = 50_000,
                  host_window: int = 8, load_per_tick: int = 500, index_sweep_s: float = 300.0,
-                 pages_per_tick: int = 64, clock: Callable[[], float] = time.time) -> None:
+                 pages_per_tick: int = 64, lease_check_s: float = 0.0,
+                 clock: Callable[[], float] = time.time) -> None:
         self.state = state
         self.clock = clock  # wall-clock epoch seconds: results' ended_at and fetchers' not_before share it
         self.politeness = politeness
         self.lease_s = lease_s
+        # The early check of a lease whose request may be stuck (streamcrawl_core.lease.early_check_at), and
+        # the recent time from a grant to the fetcher's start (from results), which delays it under load.
+        self.lease_check_s = lease_check_s
+        self.start_delay_s = 0.0
+        # Leases fenced by an early check whose second read has not settled yet (a failed read retries).
+        self.fenced: set[str] = set()
         # The longest a request the fetcher has started can run (its total_timeout_s, 120 s, plus connect):
         # a lease that expires with its request started stays in force until then.
         self.max_request_s = max_request_s
@@ -153,6 +160,7 @@ class FrontierShards:
         self.meta = {u: m for u, m in self.meta.items() if m.part not in gone}
         self.leases.drop_parts(gone)
         self.restored = {h: r for h, r in self.restored.items() if h in self.leases}
+        self.fenced = {le.lease_id for h in self.leases if (le := self.leases.get(h)) is not None} & self.fenced
         dropped = [h for h in self.windows if partition_for(h, self.partitions) in gone]
         for host in dropped:
             del self.windows[host]
@@ -198,8 +206,14 @@ class FrontierShards:
                 # Remember the lease: its result frees the host and any older result is stale. One that has
                 # expired already is settled by the next tick's expiry check (its request may have started).
                 expires = hs.lease_expires_at or now
-                self.leases.track(host, Lease(hs.lease_id, hs.lease_url, url_fingerprint(hs.lease_url),
-                                              partition_for(host, self.partitions), expires))
+                lease = Lease(hs.lease_id, hs.lease_url, url_fingerprint(hs.lease_url),
+                              partition_for(host, self.partitions), expires)
+                self.leases.track(host, lease)
+                # Its request may be stuck in an engine (or lost with a crashed frontier's producer): the
+                # same early check as a lease granted here, from the grant time its expiry implies.
+                check = early_check_at(expires - self.lease_s, self.lease_s, self.lease_check_s)
+                if check is not None and now < expires:
+                    self.leases.recheck_at(host, lease, max(check, now))
                 self.restored[host] = (hs.lease_id, hs.next_allowed_at or 0.0)
                 blocked_until = max(blocked_until, expires, now + 1.0)
             if blocked_until > 0 or hs.backoff_level:

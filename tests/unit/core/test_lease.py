@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from streamcrawl_core.lease import (
+    CONFIRM_MARGIN_S,
     NO_MARKS,
     Extend,
     Hold,
@@ -12,10 +13,14 @@ from streamcrawl_core.lease import (
     LeaseTable,
     Release,
     Replay,
+    confirm_after,
+    early_check_at,
     grant,
+    handled,
     interrupted_delay_basis,
     interrupted_fetch_s,
     may_send,
+    must_confirm,
     on_expiry,
     replay_check,
 )
@@ -98,3 +103,69 @@ def test_lease_table_tracks_one_lease_per_host_and_skips_stale_entries() -> None
     assert t.next_time() is None
     t.drop_parts({0})
     assert len(t) == 0 and t.next_due(100.0) is None
+
+
+# ------------------------------------------------------------------ the early check
+
+
+def test_early_check_comes_check_s_after_the_grant_or_later_under_load() -> None:
+    assert early_check_at(100.0, 60.0, 20.0) == 120.0
+    assert early_check_at(100.0, 60.0, 20.0, start_delay_s=15.0) == 130.0  # requests wait ~15 s to start
+    assert early_check_at(100.0, 60.0, 20.0, start_delay_s=-3.0) == 120.0
+    assert early_check_at(100.0, 60.0, 20.0, start_delay_s=30.0) is None  # too close to the expiry
+    assert early_check_at(100.0, 60.0, 0.0) is None  # off
+    assert early_check_at(100.0, 60.0, 55.0) is None
+
+
+def test_confirm_after_precedes_the_earliest_check_by_the_margin() -> None:
+    assert confirm_after(100.0, 60.0, 20.0) == 120.0 - CONFIRM_MARGIN_S
+    assert confirm_after(100.0, 60.0, 0.0) == 0.0
+    assert confirm_after(100.0, 60.0, 58.0) == 0.0  # no early check: no confirming read either
+    # whatever the start delay, the check is never earlier than what the fetcher confirms for
+    for delay in (0.0, 5.0, 12.0, 20.0):
+        check = early_check_at(100.0, 60.0, 20.0, delay)
+        assert check is None or check >= confirm_after(100.0, 60.0, 20.0) + CONFIRM_MARGIN_S
+
+
+def test_must_confirm() -> None:
+    assert not must_confirm(114.9, 115.0)
+    assert must_confirm(115.0, 115.0) and must_confirm(140.0, 115.0)
+    assert not must_confirm(1e12, 0.0)  # a request from before early checks
+
+
+@pytest.mark.parametrize(("marks", "expected"), [
+    (NO_MARKS, False),
+    (LeaseMarks("L1", None), False),
+    (LeaseMarks("L1", None, "L1", 5.0), True),  # started: may be running
+    (LeaseMarks(None, None, "L1", 5.0), True),  # started, then fenced: still running maybe
+    (LeaseMarks("L1", "L1"), True),  # finished without a request (dns_error): the result is coming
+    (LeaseMarks("L1", "L0", "L0", 5.0), False),  # an older lease's marks
+    (LeaseMarks("L1", None, "L1", None), False),
+])
+def test_handled(marks: LeaseMarks, expected: bool) -> None:
+    assert handled("L1", marks) is expected
+
+
+def test_fence_and_confirm_cannot_both_miss() -> None:
+    """Every interleaving of the frontier's fence-then-read and the fetcher's start-then-read: never both
+    a request sent and the lease ended (the URL leased again)."""
+    import itertools
+
+    frontier = ["fence", "read"]
+    fetcher = ["start", "confirm"]
+    for order in set(itertools.permutations(frontier + fetcher)):
+        if order.index("fence") > order.index("read") or order.index("start") > order.index("confirm"):
+            continue
+        current, marks_started = "L1", False
+        sent = ended = False
+        for step in order:
+            if step == "fence":
+                current = None
+            elif step == "start":
+                marks_started = True
+            elif step == "read":
+                ended = not handled("L1", LeaseMarks(current, None, "L1" if marks_started else None,
+                                                     1.0 if marks_started else None))
+            elif step == "confirm":
+                sent = current == "L1"
+        assert not (sent and ended), order

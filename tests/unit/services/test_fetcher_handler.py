@@ -811,6 +811,75 @@ def test_fresh_request_skips_the_lease_read(rig: Rig) -> None:
     assert out.value.outcome == "lease_expired" and len(reads) == 1
 
 
+def _fresh(rig: Rig, req: FetchRequest) -> FetchResult:
+    """Handle ``req`` as a record produced after the fetcher took its partition (no replay read)."""
+    async def go() -> Sequence[Output]:
+        try:
+            return await rig.handler.handle(Record("t", 0, 0, req.host, b"", fresh=True), req)
+        finally:
+            await rig.http.client.aclose()
+
+    hs = rig.state.hosts.setdefault(req.host, HostState(req.host))
+    hs.lease_id = req.lease_id
+    rig.http.client = make_client(16)
+    res = asyncio.run(go())[0].value
+    assert isinstance(res, FetchResult)
+    return res
+
+
+def test_late_request_confirms_its_lease_and_a_fenced_one_sends_nothing(rig: Rig) -> None:
+    """Early check (streamcrawl_core.lease): the frontier fenced the lease of a request that looked stuck
+    (host_state's lease cleared) and put its URL back. The request, delivered at last, writes its started
+    mark, reads the lease again, and sends nothing: lease_expired, no finished mark."""
+    rig.allow_all()
+    rig.web.routes["/x"] = Reply(200, b"body")
+    req = rig.request("/x", confirm_after=time.time() - 1)
+    put = rig.state.host_put_started_lease
+
+    async def fenced_meanwhile(host: str, lease_id: str, at: float) -> None:
+        await put(host, lease_id, at)
+        rig.state.hosts[host].lease_id = None  # the frontier's fence, landed before the confirming read
+
+    rig.state.host_put_started_lease = fenced_meanwhile  # type: ignore[method-assign]
+    res = _fresh(rig, req)
+    assert res.outcome == "lease_expired" and "superseded" in (res.error or "")
+    assert rig.web.pages() == []
+    assert rig.state.started_leases[HOST][0] == req.lease_id  # the mark the frontier's second read sees
+    assert not [c for c in rig.state.calls if c[0] == "host_put_fetched_lease"]
+
+
+def test_late_request_whose_lease_is_current_is_sent(rig: Rig) -> None:
+    rig.allow_all()
+    rig.web.routes["/x"] = Reply(200, b"body")
+    reads: list[str] = []
+    real = rig.state.host_lease
+
+    async def lease(host: str) -> LeaseMarks:
+        reads.append(host)
+        return await real(host)
+
+    rig.state.host_lease = lease  # type: ignore[method-assign]
+    assert _fresh(rig, rig.request("/x", confirm_after=time.time() - 1)).outcome == "fetched"
+    assert reads == [HOST] and rig.web.pages() == ["/x"]
+
+
+def test_early_request_pays_no_confirming_read(rig: Rig) -> None:
+    """The normal case: a request that starts before confirm_after (or one without it, from an older
+    frontier) makes no lease read: the per-page statements are unchanged."""
+    rig.allow_all()
+    rig.web.routes["/x"] = Reply(200, b"body")
+    reads: list[str] = []
+
+    async def lease(host: str) -> LeaseMarks:
+        reads.append(host)
+        return LeaseMarks(None, None)  # would fence any request that read it
+
+    rig.state.host_lease = lease  # type: ignore[method-assign]
+    assert _fresh(rig, rig.request("/x", confirm_after=time.time() + 15)).outcome == "fetched"
+    assert _fresh(rig, rig.request("/x")).outcome == "fetched"
+    assert reads == []
+
+
 # ------------------------------------------------------------------ soft 404s
 
 SOFT404_PAGE = ("<html><head><title>Oops</title></head><body><h1>Sorry</h1>"

@@ -57,11 +57,19 @@ def trafilatura_fast(html: bytes) -> str:
                                favor_precision=False, deduplicate=False, fast=True) or ""
 
 
+def parser_main_text(html: bytes) -> str:
+    """The parser's own extractor (streamcrawl_parser.extract: trafilatura, fast, options built once)."""
+    from streamcrawl_parser.extract import main_text
+
+    return main_text(html.decode("utf-8", "replace"))
+
+
 EXTRACTORS: dict[str, Callable[[bytes], str]] = {
     "lxml visible text (before)": lxml_visible,
     "resiliparse main content": resiliparse_main,
     "trafilatura extract": trafilatura_main,
     "trafilatura extract, fast=True": trafilatura_fast,
+    "the parser's main_text (fast, options built once)": parser_main_text,
 }
 
 

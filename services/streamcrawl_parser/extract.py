@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 
 import trafilatura
+from trafilatura.settings import Extractor
 
 log = logging.getLogger("streamcrawl.parser.extract")
 
@@ -24,15 +25,19 @@ log = logging.getLogger("streamcrawl.parser.extract")
 #: the cap bounds the time and memory one hostile page can take).
 MAX_HTML_CHARS = 2_000_000
 
+#: The extraction options, built once: extract() otherwise builds them from its config file on every call
+#: (~9% of its time). trafilatura never mutates a shared Extractor (its recall retry works on a copy), so
+#: the worker threads that parse large pages may share it. fast=True: no fallback extractors
+#: (readability, jusText) compared against trafilatura's own result. Both give the same text on every page
+#: of the extractor benchmark's web, in 0.73x and then 0.91x the time (docs/benchmarks-extract.md, 2026-12-03).
+OPTIONS = Extractor(output_format="txt", fast=True, precision=False, comments=False, tables=True, dedup=False,
+                    with_metadata=False)
+
 
 def main_text(html: str) -> str:
     """The main content of a decoded HTML page as plain text ("" when none is found)."""
     try:
-        # fast=True: no fallback extractors (readability, jusText) compared against trafilatura's own
-        # result; the same text on every page of the benchmark's web, 27% less time
-        # (docs/benchmarks-extract.md, 2026-12-03).
-        text = trafilatura.extract(html[:MAX_HTML_CHARS], include_comments=False, include_tables=True,
-                                   deduplicate=False, favor_precision=False, with_metadata=False, fast=True)
+        text = trafilatura.extract(html[:MAX_HTML_CHARS], options=OPTIONS)
     except Exception as exc:  # the extractor's own bug on a hostile page must not fail the message
         log.warning("main-content extraction failed", extra={"error": repr(exc)[:300]})
         return ""

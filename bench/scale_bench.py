@@ -7,12 +7,18 @@ Each run gets a fresh synthetic web (same hosts, seed and ports) and a fresh cra
 (``streamcrawl_launcher.crawl.Crawl`` with ``instances=N``: N processes of each service, one consumer group
 per service), one run after the other. Measured as ``bench/crawl_bench.py`` measures (``crawl_cpu``,
 ``crawl_log``): the window starts when the services' start-up CPU has settled, just before seeding, and
-lasts ``--duration`` seconds.
+lasts ``--duration`` seconds (with ``--warmup W``, it starts W seconds after the seeding instead).
 
 * **pages/s**: status-200 page requests in the server's own log that started in the window.
 * **CPU-ms per page**: utime+stime of every instance of a service over the window, summed per service,
   divided by the pages; the engines (Kafka, Cassandra, versitygw) and the synthetic web apart.
 * **violations**: the project's politeness rule judged from the whole request log.
+* **machine busy cores** and **CPU pressure**: the whole machine's non-idle CPU seconds (``/proc/stat``)
+  per second of the window, and the share of the window in which some runnable task waited for a core
+  (``/proc/pressure/cpu``, "some"): whether a run was CPU-bound at all (``--profile deep`` with a few
+  dozen hosts gives a politeness-bound crawl that leaves the cores part idle).
+* **threads**: each service's CPU in the window split into its main thread (the event loop),
+  librdkafka's threads and the rest (``crawl_cpu.thread_cpu``), summed over its instances.
 
 On 2 cores throughput cannot grow with instances; the figure to hold is CPU-ms per page staying flat:
 no coordination cost that grows with the instance count.
@@ -46,6 +52,10 @@ class ScaleRun:
     synthweb_cpu_s: float
     violations: dict[str, int]
     per_instance: dict[str, float] = field(default_factory=dict)
+    busy_cores: float = float("nan")  # the whole machine's non-idle CPU-s per second of the window
+    pressure_pct: float = float("nan")  # % of the window with a task waiting for a core (PSI cpu "some")
+    loadavg: str = ""
+    threads: dict[str, dict[str, float]] = field(default_factory=dict)  # service -> main/librdkafka/other CPU-s
 
     @property
     def pages_per_s(self) -> float:
@@ -53,6 +63,15 @@ class ScaleRun:
 
     def ms_per_page(self, cpu_s: float) -> float:
         return 1000.0 * cpu_s / self.pages if self.pages else float("nan")
+
+
+def cpu_pressure_s(path: Path = Path("/proc/pressure/cpu")) -> float:
+    """Seconds (cumulative) in which some runnable task waited for a core; NaN where PSI is absent."""
+    try:
+        some = path.read_text().splitlines()[0]
+        return int(some.rsplit("total=", 1)[1]) / 1e6
+    except (OSError, IndexError, ValueError):
+        return float("nan")
 
 
 def run(args: argparse.Namespace, n: int, wd: Path) -> ScaleRun:
@@ -73,14 +92,23 @@ def run(args: argparse.Namespace, n: int, wd: Path) -> ScaleRun:
         waited = cpu.settle(procs, alive=alive)
         log(f"{n} instance(s) per service: {len(procs)} processes settled after {waited:.0f}s; seeding")
         others = {"synthweb": crawl.procs["synthweb"].pid, **cpu.infra_pids()}
+        if args.warmup:  # the window starts --warmup s after the seeds: past the crawl's ramp-up
+            crawl.seed(crawl.manifest["seeds"])
+            for _ in range(int(args.warmup)):
+                time.sleep(1.0)
+                alive()
         t0 = time.time()
         c0, o0 = cpu.sample_cpu(procs), cpu.sample_cpu(others)
-        crawl.seed(crawl.manifest["seeds"])
+        th0, busy0, psi0 = cpu.sample_threads(procs), cpu.machine_busy_s(), cpu_pressure_s()
+        if not args.warmup:
+            crawl.seed(crawl.manifest["seeds"])
         while time.time() < t0 + args.duration:
             time.sleep(1.0)
             alive()
         t1 = time.time()
         c1, o1 = cpu.sample_cpu(procs), cpu.sample_cpu(others)
+        th1, busy1, psi1 = cpu.sample_threads(procs), cpu.machine_busy_s(), cpu_pressure_s()
+        load = Path("/proc/loadavg").read_text().split()[:3]
     finally:
         crawl.stop()
     entries = load_log(wd / "requests.jsonl")
@@ -88,8 +116,14 @@ def run(args: argparse.Namespace, n: int, wd: Path) -> ScaleRun:
     by_service = {s: sum(v for k, v in per_instance.items() if k.split("-")[0] == s) for s in SERVICES}
     other = cpu.cpu_delta(o0, o1)
     counts = count_window(entries, t0, t1)
+    threads: dict[str, dict[str, float]] = {}
+    for name, split in cpu.threads_delta(th0, th1, per_instance).items():
+        acc = threads.setdefault(name.split("-")[0], {})
+        for kind, v in split.items():
+            acc[kind] = acc.get(kind, 0.0) + v
     return ScaleRun(n, t1 - t0, counts.pages, by_service, other, other.pop("synthweb", float("nan")),
-                    violation_summary(entries, crawl.manifest), per_instance)
+                    violation_summary(entries, crawl.manifest), per_instance,
+                    (busy1 - busy0) / (t1 - t0), 100.0 * (psi1 - psi0) / (t1 - t0), " / ".join(load), threads)
 
 
 def render(runs: dict[int, list[ScaleRun]], args: argparse.Namespace) -> str:
@@ -97,7 +131,8 @@ def render(runs: dict[int, list[ScaleRun]], args: argparse.Namespace) -> str:
     ns = sorted(runs)
     lines = ["# Scale benchmark: 1, 2 and 3 instances per service", "",
              f"Re-run: `make bench-scale` (= `.venv/bin/python bench/scale_bench.py --hosts {args.hosts} "
-             f"--duration {args.duration:.0f} --instances {' '.join(map(str, ns))} --repeats {args.repeats} "
+             f"--duration {args.duration:.0f} --warmup {args.warmup:.0f} --profile {args.profile} "
+             f"--instances {' '.join(map(str, ns))} --repeats {args.repeats} "
              f"--out docs/benchmarks-scale-instances.md`). What is measured and how: the docstring of "
              "`bench/scale_bench.py`.", "",
              f"Machine: {info.get('cores', '?')} cores, {info.get('cpu', '?')}; the engines (Kafka, Cassandra, "
@@ -105,8 +140,9 @@ def render(runs: dict[int, list[ScaleRun]], args: argparse.Namespace) -> str:
              f"{args.hosts} hosts, profile `{args.profile}`, seed {args.web_seed}. Window {args.duration:.0f} s "
              f"per run, {args.repeats} run(s) per instance count; medians.", "",
              "| instances per service | processes | pages/s | crawler CPU-ms per page | "
-             + " | ".join(f"{s}" for s in SERVICES) + " | engines CPU-ms per page | politeness violations |",
-             "|---" * (7 + len(SERVICES)) + "|"]
+             + " | ".join(f"{s}" for s in SERVICES) + " | engines CPU-ms per page | politeness violations"
+             " | machine busy cores | CPU pressure % |",
+             "|---" * (8 + len(SERVICES)) + "|"]
     for n in ns:
         rs = runs[n]
         pps = median(r.pages_per_s for r in rs)
@@ -114,8 +150,9 @@ def render(runs: dict[int, list[ScaleRun]], args: argparse.Namespace) -> str:
         per = [median(r.ms_per_page(r.service_cpu[s]) for r in rs) for s in SERVICES]
         eng = median(r.ms_per_page(sum(r.infra_cpu.values())) for r in rs)
         viol = max(r.violations["project_rule"] for r in rs)
+        busy, psi = median(r.busy_cores for r in rs), median(r.pressure_pct for r in rs)
         lines.append(f"| {n} | {n * len(SERVICES)} | {pps:.1f} | {total:.2f} | "
-                     + " | ".join(f"{x:.2f}" for x in per) + f" | {eng:.2f} | {viol} |")
+                     + " | ".join(f"{x:.2f}" for x in per) + f" | {eng:.2f} | {viol} | {busy:.2f} | {psi:.0f} |")
     base = median(r.ms_per_page(sum(r.service_cpu.values())) for r in runs[ns[0]])
     lines += ["", "Crawler CPU-ms per page relative to 1 instance per service: "
               + ", ".join(f"{n}: {median(r.ms_per_page(sum(r.service_cpu.values())) for r in runs[n]) / base:.2f}x"
@@ -124,7 +161,11 @@ def render(runs: dict[int, list[ScaleRun]], args: argparse.Namespace) -> str:
         for i, r in enumerate(runs[n]):
             lines.append(f"- {n} instance(s), run {i + 1}: {r.pages} pages in {r.window_s:.0f} s; violations "
                          f"{r.violations}; CPU s per process: "
-                         + ", ".join(f"{k} {v:.1f}" for k, v in sorted(r.per_instance.items())))
+                         + ", ".join(f"{k} {v:.1f}" for k, v in sorted(r.per_instance.items()))
+                         + f"; machine busy {r.busy_cores:.2f} cores, CPU pressure {r.pressure_pct:.0f}%, "
+                         f"load {r.loadavg}; threads (main / librdkafka / other CPU s): "
+                         + ", ".join(f"{s} {t.get('main', 0):.1f} / {t.get('librdkafka', 0):.1f} / "
+                                     f"{t.get('other', 0):.1f}" for s, t in sorted(r.threads.items())))
     return "\n".join(lines) + "\n"
 
 
@@ -135,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--instances", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--profile", default="default")
+    p.add_argument("--warmup", type=float, default=0.0,
+                   help="seconds between seeding and the window's start (0: the window starts at the seeding)")
     p.add_argument("--web-seed", type=int, default=7)
     p.add_argument("--http-port", type=int, default=8480)
     p.add_argument("--dns-port", type=int, default=8553)

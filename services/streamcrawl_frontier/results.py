@@ -118,6 +118,7 @@ class FrontierResults(FrontierShards):
             # is a result without a lease and finishes the URL. The finish alone leaves the lease: a
             # rebuilt frontier keeps the host blocked until it expires and the replay (same lease id)
             # writes both again. A failed request fails the message; its retry writes both again.
+            self.cancel_copy(fr, part, res.url)
             await self.state.host_politeness_and_finish(res.host, nxt, level, res.fetch_s * 1000.0,
                                                         res.crawl_delay_s, part, meta.priority if meta else None,
                                                         res.url_fp, self.clock())
@@ -168,8 +169,18 @@ class FrontierResults(FrontierShards):
     async def finish_url(self, fr: Frontier, part: int, host: str, url: str, url_fp: int) -> None:
         """The URL is done for this cycle: drop its durable row and mark it done in url_state."""
         meta = self.meta.get(url)
+        self.cancel_copy(fr, part, url)
         await self.state.queue_finish(part, host, meta.priority if meta else None, url_fp, self.clock())
         self.forget_url(fr, part, url)
+
+    def cancel_copy(self, fr: Frontier, part: int, url: str) -> None:
+        """Before the finish is written: a queued copy of the URL (a rebuild's, beside a restored lease) is
+        skipped at dispatch from now on. Not after the write: the host may be ready already (a late result
+        of a fetch whose delay is over), and a tick running during the write leased the copy again (10
+        repeats of 924 in a scale e2e run, right after a scale-out). Should the write fail, the result's
+        retry finishes the URL (its message is not committed): the copy was not to be fetched either way."""
+        if fr.is_known(url):
+            self.cancelled[url] = part
 
     def forget_url(self, fr: Frontier, part: int, url: str) -> None:
         """Once the finish is written: a queued copy (from a rebuild or a replayed discovery) is skipped

@@ -478,6 +478,39 @@ def test_result_of_pre_restart_lease_completes_the_url(clock: Clock) -> None:
     assert rig.tick(T0 + 100) == []
 
 
+def test_late_result_of_a_restored_lease_does_not_release_the_rebuilt_copy_during_its_write(clock: Clock) -> None:
+    """Seen in the scale e2e after a 1 -> 3 scale-out (10 repeats of 924): the new owner rebuilt /1 into
+    its queue with the old owner's lease restored; the lease's result came in 5 s after the fetch ended, so
+    the host's next time from that fetch was already past, and a tick that ran while the result's finish
+    was being written leased the rebuilt copy of /1 again: it was cancelled only once the write was back."""
+    rig, state, req = _rebuilt_with_live_lease(clock)
+    real = state.host_politeness_and_finish
+
+    async def scenario() -> list[str]:
+        gate = asyncio.Event()
+        writing = asyncio.Event()
+
+        async def slow(*a: Any) -> None:
+            writing.set()
+            await gate.wait()
+            await real(*a)
+
+        state.host_politeness_and_finish = slow  # type: ignore[method-assign]
+        clock.t = T0 + 5.0  # handled 5 s after the fetch ended at T0 + 1: its delay (1 s) is over
+        res = FetchResult(url=req.url, host=A, url_fp=req.url_fp, lease_id="L1", outcome="fetched", status=200,
+                          started_at=T0 + 0.95, ended_at=T0 + 1.0, fetch_s=0.05)
+        handled = asyncio.create_task(rig.h.handle(rec(A), res))
+        await writing.wait()
+        during = [o.value.url for o in await rig.h.tick(T0 + 5.0)]  # type: ignore[attr-defined]
+        gate.set()
+        await handled
+        return during
+
+    assert asyncio.run(scenario()) == []
+    assert state.queue == {} and state.hosts[A].lease_id is None
+    assert [r.url for t in (6.0, 7.0, 100.0) for r in rig.tick(T0 + t)] == []
+
+
 def test_result_of_pre_restart_lease_keeps_the_hosts_agreed_rate(clock: Clock) -> None:
     """The result of a lease restored from host_state reaches a host that is not in flight in the rebuilt
     frontier; its next time must still use the host's override (it once used the global 1 s minimum)."""

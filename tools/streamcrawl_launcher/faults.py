@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -58,18 +59,27 @@ class Outage:
     name: str  # what was out: a fault's name ("freeze kafka 30s"), "kill -9 fetcher", ...
     start: float  # epoch seconds: it stopped serving
     end: float  # it serves again
+    # Of a restart: how long the engine was surely not serving (from its new process's start to ready).
+    # The whole outage also counts the graceful shutdown, during which the engine may still answer.
+    down_s: float | None = None
 
     @property
     def length_s(self) -> float:
         return self.end - self.start
+
+    @property
+    def unserved_s(self) -> float:
+        """How long the engine surely did not answer (a freeze: all of it)."""
+        return self.length_s if self.down_s is None else self.down_s
 
 
 def inject(fault: Fault) -> Outage:
     """Apply ``fault`` and return once the engine serves again. A freeze is always thawed, whatever happens."""
     if fault.kind == "restart":
         start = time.time()
-        stackctl("restart", fault.engine)
-        return Outage(fault.name, start, time.time())
+        out = stackctl("restart", fault.engine)
+        ready = re.search(r"ready after ([0-9.]+)s", out)
+        return Outage(fault.name, start, time.time(), float(ready.group(1)) if ready else None)
     stackctl("pause", fault.engine)
     start = time.time()
     try:

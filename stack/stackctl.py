@@ -354,6 +354,7 @@ def cmd_restart(name: str) -> None:
         stop_engine(engine)
     procs = [(engine, start(engine)) for engine in nodes]
     took = max(wait_ready(engine, proc) for engine, proc in procs)
+    # "ready after Ns" is read by the fault tests (streamcrawl_launcher.faults.inject): keep its form.
     print(f"stack: {name} restarted, ready after {took:.1f}s ({time.monotonic() - t0:.1f}s in all)")
 
 

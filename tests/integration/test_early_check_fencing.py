@@ -273,18 +273,20 @@ def _expected(log: list[tuple[str, str, Any]]) -> tuple[str, str]:
 ORDERS = sorted({"".join(p) for p in itertools.permutations("FFFFGG")})
 
 
+async def _sequenced(stack: StackSettings, order: str, host: str) -> tuple[Verdict, Round, Script]:
+    """One lease on ``host``, the frontier's check and the fetcher's fetch run in ``order``."""
+    script = Script(order)
+    sides = Sides(stack, lambda side, state: Sequenced(state, side, script))
+    r = await sides.lease(host)
+    _, result = await asyncio.gather(script.run("F", sides.check(r)), script.run("G", sides.fetch(r)))
+    v = await sides.verdict(r, result)
+    await sides.close()
+    return v, r, script
+
+
 @pytest.mark.parametrize("order", ORDERS)
 def test_each_sequential_interleaving_on_cassandra(stack: StackSettings, unique: str, order: str) -> None:
-    async def go() -> tuple[Verdict, Round, Script]:
-        script = Script(order)
-        sides = Sides(stack, lambda side, state: Sequenced(state, side, script))
-        r = await sides.lease(f"seq-{order.lower()}-{unique}.test")
-        _, result = await asyncio.gather(script.run("F", sides.check(r)), script.run("G", sides.fetch(r)))
-        v = await sides.verdict(r, result)
-        await sides.close()
-        return v, r, script
-
-    v, r, script = asyncio.run(go())
+    v, r, script = asyncio.run(_sequenced(stack, order, f"seq-{order.lower()}-{unique}.test"))
     history = " ".join(f"{s}:{n}" for s, n, _ in script.log)
     where = f" ({order}: {history})"
     assert_rules(r, v, where)
@@ -298,12 +300,7 @@ def test_the_fence_raced_cases_named(stack: StackSettings, unique: str) -> None:
     assert ("FGFFFG" in ORDERS) and ("FFGGFF" in ORDERS)
 
     async def go(order: str) -> Verdict:
-        script = Script(order)
-        sides = Sides(stack, lambda side, state: Sequenced(state, side, script))
-        r = await sides.lease(f"named-{order.lower()}-{unique}.test")
-        _, result = await asyncio.gather(script.run("F", sides.check(r)), script.run("G", sides.fetch(r)))
-        v = await sides.verdict(r, result)
-        await sides.close()
+        v, _r, script = await _sequenced(stack, order, f"named-{order.lower()}-{unique}.test")
         assert [f"{s}:{n}" for s, n, _ in script.log] == {
             "FGFFFG": ["F:read", "G:start", "F:fence", "F:read", "F:restore", "G:read"],
             "FFGGFF": ["F:read", "F:fence", "G:start", "G:read", "F:read", "F:restore"]}[order]

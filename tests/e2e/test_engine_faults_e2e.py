@@ -55,6 +55,10 @@ PROBE_GAP_S = Readiness().interval_s + Readiness().timeout_s
 FREEZES = tuple(Fault(engine, "freeze", FREEZE_S) for engine in ("cassandra", "s3", "kafka"))
 RESTARTS = tuple(Fault(engine, "restart") for engine in ("cassandra", "s3", "kafka"))
 ENV = {"STREAMCRAWL_FETCHER_SITEMAPS": "false", "STREAMCRAWL_FETCHER_READ_TIMEOUT_S": "5"}
+#: How long the crawl may take to drain after the last fault (a passing run needs ~1-2 min): below the
+#: test's own timeout, so that a crawl that never drains is judged and reported (with the post-mortem's
+#: lagging partitions and what is still queued) rather than cut off by pytest-timeout with no word why.
+IDLE_TIMEOUT_S = 420.0
 
 
 @pytest.mark.timeout(900)
@@ -72,7 +76,8 @@ def test_crawl_survives_engine_restarts(tmp_path: Path) -> None:
 def _crawl_and_judge(tmp_path: Path, faults: tuple[Fault, ...]) -> None:
     run = run_faults(tmp_path, HOSTS, WEB_SEED, PROFILE, faults, between_s=BETWEEN_S, env=ENV,
                      log_level=os.environ.get("FAULTS_LOG_LEVEL", "WARNING"),
-                     start_after_results=START_AFTER_RESULTS, ready_wait_s=READY_WAIT_S)
+                     start_after_results=START_AFTER_RESULTS, ready_wait_s=READY_WAIT_S,
+                     timeout_s=IDLE_TIMEOUT_S, allow_timeout=True)
     verdict, outages, watcher = run.verdict(), run.outages, run.watcher
     timeline = coverage_timeline(run.entries, run.truth.pages, verdict.first_request_at, every_s=10)
     report = {
@@ -84,6 +89,7 @@ def _crawl_and_judge(tmp_path: Path, faults: tuple[Fault, ...]) -> None:
         "coverage_every_10s": [round(c, 2) for _, c in timeline],
         "readiness": _readiness_report(watcher, outages),
         "ready_waits": run.ready_waits,
+        "idle": run.idle,
     }
     print("e2e engine faults:", report)
     # every readiness transition with its reasons, for a failure's post-mortem
@@ -92,7 +98,8 @@ def _crawl_and_judge(tmp_path: Path, faults: tuple[Fault, ...]) -> None:
         for e in watcher.events))
     (tmp_path / "outages.json").write_text(json.dumps([o.__dict__ for o in outages]))
     assert not verdict.violations, f"{len(verdict.violations)} politeness violations, e.g. {verdict.violations[:3]}"
-    assert not verdict.lost, f"{len(verdict.lost)} pages never fetched, e.g. {verdict.lost[:5]}"
+    assert not verdict.lost, f"{len(verdict.lost)} pages never fetched, e.g. {verdict.lost[:5]}; {run.not_idle}"
+    assert run.idle, f"the crawl did not drain within {IDLE_TIMEOUT_S:.0f} s of the last fault: {run.not_idle}"
     for stall in verdict.stalls:
         # an engine stall charged as a fetch, or a lease left to expire, shows here as a host held far
         # longer than politeness asked after the thaw

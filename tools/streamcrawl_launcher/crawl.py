@@ -325,4 +325,9 @@ class Crawl:
         post_mortem = self.workdir / "not-idle.json"
         write_post_mortem(post_mortem, self.settings.kafka_bootstrap,
                           {n: p.pid for n, p in self.procs.items() if p.poll() is None and n != "synthweb"})
-        raise TimeoutError(f"crawl not idle after {timeout_s}s: {last} (groups and stacks: {post_mortem})")
+        try:
+            queued: int | str = self.queued()
+        except Exception as exc:  # on the way to reporting a failure: say what could not be read
+            queued = f"unknown ({exc!r:.100})"
+        raise TimeoutError(f"crawl not idle after {timeout_s}s: {last}, queued {queued} "
+                           f"(groups and stacks: {post_mortem})")

@@ -84,3 +84,22 @@ def write_post_mortem(path: Path, bootstrap: str, pids: dict[str, int]) -> None:
     report["stacks"] = stack_dumps(pids)
     with contextlib.suppress(OSError):
         path.write_text(json.dumps(report, indent=1, default=str))
+
+
+def lagging_summary(path: Path, limit: int = 12) -> str:
+    """One line from a post-mortem file: each group's lagging partitions (committed/end) and members, for a
+    failure message that must stand alone (CI shows the output, not the files)."""
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return f"no post-mortem ({exc})"
+    if "groups_error" in report:
+        return f"post-mortem: {report['groups_error']}"
+    parts = []
+    for group, entry in sorted(report.get("groups", {}).items()):
+        lagging = entry.get("lagging", {})
+        shown = ", ".join(f"{tp} {v.get('committed')}/{v.get('end')}" for tp, v in list(lagging.items())[:limit])
+        err = entry.get("describe_error") or entry.get("offsets_error") or ""
+        parts.append(f"{group}: {entry.get('state', '?')}, {len(entry.get('members', []))} members, "
+                     f"{len(lagging)} lagging{': ' + shown if shown else ''}{' ' + err if err else ''}")
+    return "post-mortem: " + ("; ".join(parts) if parts else "no streamcrawl groups")

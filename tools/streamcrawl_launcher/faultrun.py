@@ -21,6 +21,7 @@ from streamcrawl_synthweb.log import LogEntry, load_log
 from streamcrawl_synthweb.truth import GroundTruth
 
 from streamcrawl_launcher.crawl import SERVICES, Crawl, CrawlOptions
+from streamcrawl_launcher.diagnose import lagging_summary
 from streamcrawl_launcher.faults import ENGINE_USERS, Fault, Outage, ReadyzWatcher, ensure_up, inject, readyz_ports
 from streamcrawl_launcher.verdict import Verdict, judge
 
@@ -51,6 +52,9 @@ class FaultRun:
     #: Per fault (with ``ready_wait_s``): seconds waited after the pause for the engine's users to be ready
     #: again before the next fault, and whether they were.
     ready_waits: list[tuple[str, float, bool]] = field(default_factory=list)
+    #: Why the crawl was not idle in time (``idle`` False): the last progress, what was still queued and
+    #: the post-mortem's lagging partitions, for a failure's message.
+    not_idle: str = ""
 
     def verdict(self) -> Verdict:
         return judge(self.entries, self.truth, self.outages)
@@ -90,7 +94,7 @@ def run_faults(workdir: Path, hosts: int, web_seed: int, profile: str, faults: S
     watcher = ReadyzWatcher(readyz_ports())
     outages: list[Outage] = []
     kills: list[tuple[float, str]] = []
-    idle = True
+    idle, not_idle = True, ""
     ready_waits: list[tuple[str, float, bool]] = []
     crawl.start()
     try:
@@ -111,7 +115,7 @@ def run_faults(workdir: Path, hosts: int, web_seed: int, profile: str, faults: S
                     ready_waits.append(_wait_ready(crawl, watcher, fault, ready_wait_s))
         else:
             _kill_loop(crawl, kill_loop, faults, outages, kills)
-        idle = _wait_idle(crawl, idle_s, timeout_s, allow_timeout)
+        idle, not_idle = _wait_idle(crawl, idle_s, timeout_s, allow_timeout)
     finally:
         ensure_up()
         crawl.stop()
@@ -119,7 +123,7 @@ def run_faults(workdir: Path, hosts: int, web_seed: int, profile: str, faults: S
         crawl.close()
     truth = generate(hosts, web_seed, profile, port=crawl.opt.http_port).ground_truth(crawl.manifest["seeds"])
     return FaultRun(crawl, truth, load_log(workdir / "requests.jsonl"), outages, watcher, seeded_at, kills, idle,
-                    ready_waits)
+                    ready_waits, not_idle)
 
 
 def _wait_ready(crawl: Crawl, watcher: ReadyzWatcher, fault: Fault, limit_s: float) -> tuple[str, float, bool]:
@@ -132,18 +136,18 @@ def _wait_ready(crawl: Crawl, watcher: ReadyzWatcher, fault: Fault, limit_s: flo
     return fault.name, round(time.time() - start, 1), not users & set(watcher.not_ready_now())
 
 
-def _wait_idle(crawl: Crawl, idle_s: float, timeout_s: float, allow_timeout: bool) -> bool:
+def _wait_idle(crawl: Crawl, idle_s: float, timeout_s: float, allow_timeout: bool) -> tuple[bool, str]:
     """`Crawl.wait_idle`, again after an admin call that fails right after a thaw (the broker answers, its
-    metadata not yet: UNKNOWN_LEADER_EPOCH). False: not idle in time (with ``allow_timeout``)."""
+    metadata not yet: UNKNOWN_LEADER_EPOCH). (False, why) when not idle in time (with ``allow_timeout``)."""
     deadline = time.time() + timeout_s
     while True:
         try:
             crawl.wait_idle(idle_s=idle_s, timeout_s=max(1.0, deadline - time.time()), every_s=2, report=False)
-            return True
-        except TimeoutError:
+            return True, ""
+        except TimeoutError as exc:
             if not allow_timeout:
                 raise
-            return False
+            return False, f"{exc}; {lagging_summary(crawl.workdir / 'not-idle.json')}"
         except RuntimeError as exc:
             if not str(exc).startswith("progress:") or time.time() > deadline:
                 raise

@@ -90,8 +90,11 @@ class RunLoop(LoopRebalance):
             # one makes every idle consumer ask the broker 20 times a second (its CPU and ours).
             "fetch.wait.max.ms": 500,
             **group_protocol_config(config.group_protocol),
+            # The periodic commits are asynchronous; their results come here, in a later poll.
+            "on_commit": self._on_commit,
             **config.consumer_overrides,
         })
+        self._commit_sent_at: float | None = None  # an asynchronous commit not answered yet (monotonic)
         self._offsets: dict[TP, PartitionOffsets] = defaultdict(PartitionOffsets)
         self._key_chains: dict[tuple[int, str | None], deque[Record]] = {}
         self._waiting = 0  # records queued behind a key that is being handled (sum of the chains' lengths)
@@ -164,6 +167,8 @@ class RunLoop(LoopRebalance):
                     msgs = await asyncio.to_thread(self._poll_idle, min(wait, self.cfg.busy_wait_s) if busy else wait)
                 if self._counts_pending:  # until known, records of these topics get the key check only
                     await self._note_pending_counts(self.consumer)
+                if self._offset_fetch_failed_at is not None:  # librdkafka left partitions unstarted
+                    await self._restart_unstarted_async(self.consumer)
                 for msg in msgs:
                     self._accept(msg)
                 at = time.time()
@@ -236,6 +241,7 @@ class RunLoop(LoopRebalance):
         if err is not None:
             if err.code() != KafkaError._PARTITION_EOF:
                 log.warning("consumer error", extra={"error": str(err)})
+                self._note_consumer_error(str(err))
             return
         key = msg.key()
         topic, part, offset = msg.topic() or "", msg.partition() or 0, msg.offset() or 0
@@ -432,15 +438,43 @@ class RunLoop(LoopRebalance):
         return self._flushed(remaining)
 
     async def _flush_and_commit_async(self, flush_s: float = 30.0) -> None:
-        """Flush, then commit what was complete before the flush (both in worker threads)."""
+        """Flush (in a worker thread), then commit what was complete before the flush, asynchronously: the
+        result comes to `_on_commit` in a later poll. A synchronous commit here once held a loop for good
+        after a 30 s Kafka freeze: it waited for a coordinator that came back only to a member that polls,
+        and the loop, waiting for the commit, did not poll, until max.poll.interval.ms put the member out of
+        its group (the recrawl scheduler of an engine-fault e2e run; its lag never drained). One commit is
+        outstanding at a time, for at most `commit_wait_s`: then the next is sent anyway."""
+        if self._commit_sent_at is not None and time.monotonic() - self._commit_sent_at < self.cfg.commit_wait_s:
+            return
         offsets = self._commit_points()
         if await self._flushed_async(flush_s):
             # not those of partitions lost during the flush (see kafka_rebalance._on_lost)
             offsets = [tp for tp in offsets if (tp.topic, tp.partition) in self._offsets]
-            await asyncio.to_thread(self._commit, offsets)
+            if not offsets:
+                return
+            try:
+                self.consumer.commit(offsets=offsets, asynchronous=True)
+            except Exception as exc:  # e.g. not in a group right now: the next commit
+                log.warning("commit failed", extra={"error": str(exc)[:300]})
+                return
+            self._commit_sent_at = time.monotonic()
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """A commit's result (in the thread of the poll that serves it; no Kafka call here): the offsets
+        the broker took are the partitions' committed points from now on."""
+        self._commit_sent_at = None
+        if err is not None and err.code() != KafkaError._NO_OFFSET:
+            log.warning("commit failed", extra={"error": str(err)[:300]})
+        for tp in partitions or ():
+            if tp.error is not None or tp.offset < 0:
+                continue
+            tracker = self._offsets.get((tp.topic, tp.partition))
+            if tracker is not None and tp.offset > tracker.committed:
+                tracker.committed = tp.offset
 
     def _commit(self, offsets: list[TopicPartition]) -> None:
-        """Commit (synchronously) offsets whose records' outputs are flushed."""
+        """Commit synchronously offsets whose records' outputs are flushed: at a handover (in the revoke
+        callback, inside a poll) and when stopping, never from the loop's periodic commit."""
         if not offsets:
             return
         try:

@@ -80,6 +80,9 @@ class LoopRebalance:
         self._unstarted: set[TP] = set()  # assigned, no record delivered yet: not to be paused or resumed yet
         self._pause_on_first: set[TP] = set()  # unstarted while the loop is paused: paused at their first record
         self._paused_tps: set[TP] = set()  # what backpressure paused (and will resume)
+        # When the consumer reported a failed committed-offset fetch (None: none since the last restart of
+        # the unstarted partitions): see `_restart_unstarted`.
+        self._offset_fetch_failed_at: float | None = None
 
     # The callbacks run in consume()'s worker thread. Each waits for its work on the event loop, so the
     # handler never sees records of a partition before its on_assign, nor after its on_revoke.
@@ -281,3 +284,59 @@ class LoopRebalance:
             except Exception:
                 log.exception("handler on_revoke failed")
         return commits
+
+    # ------------------------------------------------------------------ partitions librdkafka never starts
+
+    def _note_consumer_error(self, error: str) -> None:
+        """A consumer error the loop saw. "Failed to fetch committed offsets": librdkafka (2.x, up to at
+        least 2.16) leaves the partitions that OffsetFetch was for in its queried state when the broker
+        answers with a request-level error such as NOT_COORDINATOR and no partitions (the coordinator moving
+        or reloading, as after a broker freeze): it never retries, never starts their fetchers, and queries
+        no partition assigned later either (librdkafka issue 5586). The consumer stays in its group, so
+        nothing else notices: a frontier sat on 96 partitions of fetch results this way after a 30 s Kafka
+        freeze, its hosts leased until each lease expired."""
+        if "Failed to fetch committed offsets" in error:
+            self._offset_fetch_failed_at = time.monotonic()
+
+    async def _restart_unstarted_async(self, consumer: Consumer, settle_s: float = 2.0) -> None:
+        """After a failed committed-offset fetch (once librdkafka's own retries had ``settle_s``): the
+        assigned partitions that delivered no record since their assignment are assigned again, at their
+        committed offsets read now, which starts their fetchers (what a restart of the process does). In a
+        worker thread, after a poll returned (never in a callback: see the module docstring). A failure
+        (the coordinator still away) is retried after ``settle_s`` again."""
+        failed_at = self._offset_fetch_failed_at
+        if failed_at is None or time.monotonic() - failed_at < settle_s:
+            return
+        self._offset_fetch_failed_at = None
+        try:
+            n = await asyncio.to_thread(self._restart_unstarted, consumer)
+        except Exception as exc:
+            log.warning("unstarted partitions not restarted, retrying", extra={"error": str(exc)[:300]})
+            self._offset_fetch_failed_at = time.monotonic()
+            return
+        if n:
+            REBALANCES.labels(self.cfg.service, "restarted").inc(n)
+            log.warning("partitions restarted at their committed offsets after a failed offset fetch",
+                        extra={"partitions": n})
+
+    def _restart_unstarted(self, consumer: Consumer) -> int:
+        """Re-assign the unstarted partitions (and the held ones, paused again) at their committed offsets
+        (the beginning where none is committed: auto.offset.reset). A partition whose fetch had started
+        but had no record yet restarts where it was: nothing is read twice or skipped. Returns how many."""
+        held = sorted(self._own.held & self._own.assigned)
+        tps = sorted((self._unstarted & self._own.assigned) | set(held))
+        if not tps or self.cfg.group_protocol != "consumer":
+            # Eager (classic) assignment has no incremental calls: a new assign() of the whole assignment
+            # would restart the started partitions too, behind the records in flight. Not done there.
+            return 0
+        committed = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=10.0)
+        for tp in committed:
+            if tp.error is not None:
+                raise RuntimeError(f"committed offset of {tp.topic}[{tp.partition}]: {tp.error}")
+        consumer.incremental_unassign([TopicPartition(t, p) for t, p in tps])
+        consumer.incremental_assign([TopicPartition(tp.topic, tp.partition,
+                                                    tp.offset if tp.offset >= 0 else OFFSET_BEGINNING)
+                                     for tp in committed])
+        if held:
+            consumer.pause([TopicPartition(t, p) for t, p in held])
+        return len(tps)

@@ -27,6 +27,8 @@ class LoopConfig:
     resume_below: int = 128
     poll_batch: int = 500
     commit_interval_s: float = 0.5
+    #: How long an asynchronous commit may stay unanswered before the next one is sent anyway.
+    commit_wait_s: float = 30.0
     tick_interval_s: float = 0.2
     # A paused loop (backpressure) polls this often, for the rebalance callbacks, which run only in a poll;
     # and a poll that found a record gathers what else arrives within it into one batch.

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from streamcrawl_contracts.messages import Envelope, SeedMessage, UrlMessage
 from streamcrawl_contracts.topics import DEAD_LETTER, Key, TopicSpec
 from streamcrawl_core.partition import partition_for
-from streamcrawl_runtime.kafka_loop import LoopConfig, RunLoop
+from streamcrawl_runtime.kafka_loop import REBALANCES, LoopConfig, RunLoop
 from streamcrawl_runtime.ports.errors import TransientError
 from streamcrawl_runtime.ports.loop import Output, Record
 
@@ -157,3 +157,76 @@ def test_records_produced_after_the_assignment_are_fresh(stack, unique):
     assert {h: handler.fresh.get(h) for h in old} == dict.fromkeys(old, False)
     assert {h: handler.fresh.get(h) for h in new} == {h: h not in flaky for h in new}
     assert {h: handler.attempts[h] for h in flaky} == {h: [True, False] for h in flaky}
+
+
+def test_unstarted_partitions_restart_at_their_committed_offsets(stack, unique):
+    """After a failed committed-offset fetch (librdkafka 5586 leaves such partitions unstarted for good), the
+    loop assigns its unstarted partitions again at their committed offsets, outside any rebalance: on the
+    real broker the call succeeds, their records then flow, nothing is handled twice or skipped, and the
+    periodic (asynchronous) commits reach the log end while the loop runs."""
+    src, dst = f"t-restart-{unique}", f"t-restart-out-{unique}"
+    make_topics(stack.kafka_bootstrap, src, dst, partitions=PARTS)
+    handler = Echo(TopicSpec(dst, Key.HOST, 3600_000, "test"))
+    seen: list[str] = []
+    inner = handler.handle
+
+    async def counting(record: Record, message: Envelope) -> Sequence[Output]:
+        assert isinstance(message, SeedMessage)
+        seen.append(message.url)
+        return await inner(record, message)
+
+    handler.handle = counting  # type: ignore[method-assign]
+    by_part: dict[int, list[str]] = {p: [] for p in range(PARTS)}
+    i = 0
+    while min(len(v) for v in by_part.values()) < 6:
+        h = f"h{i}.{unique}.test"
+        by_part[partition_for(h, PARTS)].append(h)
+        i += 1
+    prod = Producer({"bootstrap.servers": stack.kafka_bootstrap, "partitioner": "murmur2_random"})
+
+    def send(hosts: list[str]) -> None:
+        for h in hosts:
+            prod.produce(src, key=h.encode(), value=SeedMessage(url=f"http://{h}/").model_dump_json().encode())
+        assert prod.flush(30) == 0
+
+    first = by_part[0][:3] + by_part[1][:3]  # partitions 2 and 3 get nothing yet: they stay unstarted
+    later = by_part[0][3:6] + by_part[1][3:6] + by_part[2][:6] + by_part[3][:6]
+    send(first)
+    loop = RunLoop(LoopConfig(service="test", group_id=f"g-{unique}", subscriptions={src: SeedMessage},
+                              bootstrap=stack.kafka_bootstrap, commit_interval_s=0.2), handler)
+    restarted: list[set[tuple[str, int]]] = []
+    committed_live: list[int] = []
+    check = Consumer({"bootstrap.servers": stack.kafka_bootstrap, "group.id": f"g-{unique}"})
+    counter = REBALANCES.labels("test", "restarted")
+    before = counter._value.get()
+
+    async def drive() -> None:
+        task = asyncio.create_task(loop.run(install_signals=False))
+        deadline = time.time() + 60
+        while len(seen) < len(first) and time.time() < deadline:
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(1.0)
+        restarted.append(set(loop._unstarted))
+        loop._note_consumer_error('Failed to fetch committed offsets for 0 partition(s) in group "g": '
+                                  'Broker: Not coordinator')
+        while loop._offset_fetch_failed_at is not None and time.time() < deadline:
+            await asyncio.sleep(0.2)
+        send(later)
+        while len(seen) < len(first) + len(later) and time.time() < deadline:
+            await asyncio.sleep(0.2)
+        ends = [check.get_watermark_offsets(TopicPartition(src, p), timeout=10)[1] for p in range(PARTS)]
+        while time.time() < deadline:  # committed by the periodic commits, before any stop
+            got = [tp.offset for tp in check.committed([TopicPartition(src, p) for p in range(PARTS)], timeout=10)]
+            if got == ends:
+                committed_live.extend(got)
+                break
+            await asyncio.sleep(0.3)
+        loop.stop()
+        await task
+
+    asyncio.run(drive())
+    check.close()
+    assert restarted == [{(src, 2), (src, 3)}]
+    assert counter._value.get() - before == 2
+    assert sorted(seen) == sorted(f"http://{h}/" for h in first + later)  # each once
+    assert committed_live == [6, 6, 6, 6]

@@ -95,6 +95,7 @@ class RunLoop(LoopRebalance):
             **config.consumer_overrides,
         })
         self._commit_sent_at: float | None = None  # an asynchronous commit not answered yet (monotonic)
+        self._flush_task: asyncio.Task[None] | None = None  # the periodic flush and commit, when one runs
         self._offsets: dict[TP, PartitionOffsets] = defaultdict(PartitionOffsets)
         self._key_chains: dict[tuple[int, str | None], deque[Record]] = {}
         self._waiting = 0  # records queued behind a key that is being handled (sum of the chains' lengths)
@@ -174,10 +175,14 @@ class RunLoop(LoopRebalance):
                 at = time.time()
                 if at >= self._tick_at(at):
                     await self._tick()
+                self._flush_result()
                 now = time.monotonic()
                 if now - last_commit >= self.cfg.commit_interval_s:
-                    if self._uncommitted():
-                        await self._flush_and_commit_async()
+                    if self._flush_task is None and self._uncommitted():
+                        # In the background: a flush waiting for a frozen broker must not stop the polls, or
+                        # the member hears of its fence and its new assignment only once the flush gives up
+                        # (the frontier rebuilt its hosts 14 s after a 30 s Kafka freeze ended, so).
+                        self._flush_task = asyncio.create_task(self._flush_and_commit_async())
                     last_commit = time.monotonic()
                 if now - last_stats >= 30.0:  # a heartbeat that shows a stuck or saturated loop at a glance
                     last_stats = now
@@ -187,6 +192,9 @@ class RunLoop(LoopRebalance):
                     self._warn_stalled()
                 await asyncio.sleep(self.cfg.busy_poll_s if cycle and not msgs else 0)
             log.info("draining", extra={"in_flight": len(self._tasks)})
+            if self._flush_task is not None:
+                await asyncio.wait([self._flush_task])
+                self._flush_result()
             # Hand everything over: the records in flight finish, outputs are flushed, offsets committed and
             # the handler settles its partitions, all before the group hears that this member leaves.
             owned = sorted(self._own.owned)
@@ -393,7 +401,7 @@ class RunLoop(LoopRebalance):
             # The poll blocks the event loop and a probe needs a loop turn per step: an idle fetcher's
             # Cassandra check timed out on every probe while each await waited out a 1 s poll.
             wait = min(wait, self.cfg.busy_poll_s)
-        if self._uncommitted():
+        if self._flush_task is None and self._uncommitted():  # a flush running commits when it is done
             wait = min(wait, last_commit + self.cfg.commit_interval_s - time.monotonic())
         return max(0.0, wait)
 
@@ -437,19 +445,29 @@ class RunLoop(LoopRebalance):
             self.output.release()
         return self._flushed(remaining)
 
+    def _flush_result(self) -> None:
+        """Take the result of a periodic flush that has finished: a failed delivery raises here, in the
+        loop, which stops the service with nothing committed past it (its records are replayed)."""
+        task = self._flush_task
+        if task is not None and task.done():
+            self._flush_task = None
+            task.result()
+
     async def _flush_and_commit_async(self, flush_s: float = 30.0) -> None:
         """Flush (in a worker thread), then commit what was complete before the flush, asynchronously: the
-        result comes to `_on_commit` in a later poll. A synchronous commit here once held a loop for good
-        after a 30 s Kafka freeze: it waited for a coordinator that came back only to a member that polls,
-        and the loop, waiting for the commit, did not poll, until max.poll.interval.ms put the member out of
-        its group (the recrawl scheduler of an engine-fault e2e run; its lag never drained). One commit is
-        outstanding at a time, for at most `commit_wait_s`: then the next is sent anyway."""
+        result comes to `_on_commit` in a later poll. Runs as a task beside the loop's passes. A synchronous
+        commit here once held a loop for good after a 30 s Kafka freeze: it waited for a coordinator that
+        came back only to a member that polls, and the loop, waiting for the commit, did not poll, until
+        max.poll.interval.ms put the member out of its group (the recrawl scheduler of an engine-fault e2e
+        run; its lag never drained). One commit is outstanding at a time, for at most `commit_wait_s`: then
+        the next is sent anyway."""
         if self._commit_sent_at is not None and time.monotonic() - self._commit_sent_at < self.cfg.commit_wait_s:
             return
-        offsets = self._commit_points()
+        # Each point with its partition's books: a partition lost during the flush (kafka_rebalance._on_lost),
+        # or revoked and assigned here again, is not committed from points taken before.
+        points = [(tp, self._offsets[(tp.topic, tp.partition)]) for tp in self._commit_points()]
         if await self._flushed_async(flush_s):
-            # not those of partitions lost during the flush (see kafka_rebalance._on_lost)
-            offsets = [tp for tp in offsets if (tp.topic, tp.partition) in self._offsets]
+            offsets = [tp for tp, books in points if self._offsets.get((tp.topic, tp.partition)) is books]
             if not offsets:
                 return
             try:

@@ -38,6 +38,7 @@ class LoopOutput:
         self.service = service
         self.delivery_error: str | None = None
         self._held: list[Msg] | None = None
+        self._holds = 0  # holds not yet released
 
     def _delivered(self, err: KafkaError | None, _msg: Message) -> None:
         if err is not None:
@@ -59,10 +60,20 @@ class LoopOutput:
         self._send(msgs)
 
     def hold(self) -> None:
-        if self._held is None:  # a second hold (none overlap today) must not drop what the first holds
+        """Hold outputs from now until the matching release(). Holds nest: the loop's periodic flush runs
+        in the background while a handover flushes the partitions it gives up. A second hold sends what
+        the first holds: those outputs belong to records the second flush's commit covers."""
+        if self._held is None:
             self._held = []
+        elif self._held:
+            held, self._held = self._held, []
+            self._send(held)
+        self._holds += 1
 
     def release(self) -> None:
+        self._holds = max(0, self._holds - 1)
+        if self._holds:
+            return
         held, self._held = self._held or [], None
         self._send(held)
 

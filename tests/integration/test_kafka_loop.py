@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import Sequence
 
@@ -14,6 +15,7 @@ from streamcrawl_contracts.messages import Envelope, SeedMessage, UrlMessage
 from streamcrawl_contracts.topics import DEAD_LETTER, Key, TopicSpec
 from streamcrawl_core.partition import partition_for
 from streamcrawl_runtime.kafka_loop import REBALANCES, LoopConfig, RunLoop
+from streamcrawl_runtime.kafka_producer import host_keyed_config
 from streamcrawl_runtime.ports.errors import TransientError
 from streamcrawl_runtime.ports.loop import Output, Record
 
@@ -230,3 +232,78 @@ def test_unstarted_partitions_restart_at_their_committed_offsets(stack, unique):
     assert counter._value.get() - before == 2
     assert sorted(seen) == sorted(f"http://{h}/" for h in first + later)  # each once
     assert committed_live == [6, 6, 6, 6]
+
+
+class GatedFlush(Producer):
+    """The real producer, whose first flush waits for ``gate`` first: a broker that does not answer."""
+
+    def __init__(self, conf: dict[str, object], gate: threading.Event) -> None:
+        super().__init__(conf)
+        self.gate = gate
+        self.flushes = 0
+
+    def flush(self, timeout: float = -1) -> int:
+        self.flushes += 1
+        if self.flushes == 1:
+            self.gate.wait(30)
+        return super().flush(timeout)
+
+
+def test_a_flush_that_waits_does_not_hold_up_polls_or_handlers(stack, unique):
+    """The periodic flush runs beside the loop: while it waits, records keep being polled and handled
+    (and a rebalance callback would run); nothing is committed before its outputs are flushed."""
+    src, dst = f"t-src-{unique}", f"t-dst-{unique}"
+    make_topics(stack.kafka_bootstrap, src, dst, partitions=PARTS)
+    out_spec = TopicSpec(dst, Key.HOST, 3600_000, "test")
+    first = [f"a{i}.{unique}.test" for i in range(20)]
+    second = [f"b{i}.{unique}.test" for i in range(20)]
+    seeder = Producer({"bootstrap.servers": stack.kafka_bootstrap, "partitioner": "murmur2_random"})
+
+    def seed(hosts: list[str]) -> None:
+        for h in hosts:
+            seeder.produce(src, key=h.encode(), value=SeedMessage(url=f"http://{h}/").model_dump_json().encode())
+        assert seeder.flush(30) == 0
+
+    def committed_total(group: str) -> int:
+        c = Consumer({"bootstrap.servers": stack.kafka_bootstrap, "group.id": group})
+        got = c.committed([TopicPartition(src, p) for p in range(PARTS)], timeout=10)
+        c.close()
+        return sum(max(tp.offset, 0) for tp in got)
+
+    gate = threading.Event()
+    group = f"g-{unique}"
+    producer = GatedFlush(host_keyed_config(stack.kafka_bootstrap), gate)
+    loop = RunLoop(LoopConfig(service="test", group_id=group, subscriptions={src: SeedMessage},
+                              bootstrap=stack.kafka_bootstrap, commit_interval_s=0.2), Echo(out_spec),
+                   producer=producer)
+    seen: dict[str, object] = {}
+
+    async def drive() -> None:
+        task = asyncio.create_task(loop.run(install_signals=False))
+        seed(first)
+        deadline = time.time() + 60
+        while (loop.handled < len(first) or producer.flushes < 1) and time.time() < deadline:
+            await asyncio.sleep(0.1)
+        seen["flushing_after_first"] = producer.flushes == 1 and not gate.is_set()
+        await asyncio.to_thread(seed, second)  # while the first flush still waits
+        deadline = time.time() + 20
+        while loop.handled < len(first) + len(second) and time.time() < deadline:
+            await asyncio.sleep(0.1)
+        seen["handled_while_flushing"] = loop.handled
+        seen["committed_while_flushing"] = await asyncio.to_thread(committed_total, group)
+        gate.set()
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if await asyncio.to_thread(committed_total, group) == len(first) + len(second):
+                break
+            await asyncio.sleep(0.3)
+        loop.stop()
+        await task
+
+    asyncio.run(drive())
+    assert seen["flushing_after_first"]
+    assert seen["handled_while_flushing"] == len(first) + len(second)
+    assert seen["committed_while_flushing"] == 0  # the only flush so far had not returned
+    assert committed_total(group) == len(first) + len(second)
+    out = read_messages(stack.kafka_bootstrap, dst, len(first) + len(second), timeout=30)
+    assert sorted(m.key().decode() for m in out) == sorted(first + second)

@@ -170,7 +170,7 @@ class LoopRebalance:
     def _reread(self, consumer: Consumer, tps: list[TP]) -> None:
         """Held partitions whose index is now complete: read them again from their committed offsets (a
         record may have been fetched, and skipped, while they were held) and resume them."""
-        committed = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=10.0)
+        committed = self._committed_apart([TopicPartition(t, p) for t, p in tps])
         for tp in committed:
             consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
         consumer.resume([TopicPartition(t, p) for t, p in tps])
@@ -319,6 +319,17 @@ class LoopRebalance:
             log.warning("partitions restarted at their committed offsets after a failed offset fetch",
                         extra={"partitions": n})
 
+    def _committed_apart(self, tps: list[TopicPartition]) -> list[TopicPartition]:
+        """The group's committed offsets of ``tps``, read by a client of its own that never joins the group:
+        the member's own committed() timed out for minutes on end after the failed fetch (an engine-fault
+        e2e run, a 30 s Kafka freeze: 25 tries, 10 s each, its hosts' results never read)."""
+        probe = Consumer({"bootstrap.servers": self.cfg.bootstrap, "group.id": self.cfg.group_id,
+                          "group.protocol": "classic", "enable.auto.commit": False})
+        try:
+            return list(probe.committed(tps, timeout=10.0))
+        finally:
+            probe.close()
+
     def _restart_unstarted(self, consumer: Consumer) -> int:
         """Re-assign the unstarted partitions (and the held ones, paused again) at their committed offsets
         (the beginning where none is committed: auto.offset.reset). A partition whose fetch had started
@@ -329,7 +340,7 @@ class LoopRebalance:
             # Eager (classic) assignment has no incremental calls: a new assign() of the whole assignment
             # would restart the started partitions too, behind the records in flight. Not done there.
             return 0
-        committed = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=10.0)
+        committed = self._committed_apart([TopicPartition(t, p) for t, p in tps])
         for tp in committed:
             if tp.error is not None:
                 raise RuntimeError(f"committed offset of {tp.topic}[{tp.partition}]: {tp.error}")

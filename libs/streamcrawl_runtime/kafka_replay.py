@@ -6,7 +6,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from streamcrawl_runtime.ports.errors import TransientError
 
 
 def read_partition(bootstrap: str, topic: str, partition: int, start: int,
@@ -15,7 +17,13 @@ def read_partition(bootstrap: str, topic: str, partition: int, start: int,
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "streamcrawl-replay-unused",
                          "enable.auto.commit": False, "log_level": 0})
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s)
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s)
+        except KafkaException as exc:
+            # E.g. "Unknown partition" from a client whose metadata is not in yet, right after a broker
+            # freeze: the dedup's assignment (which replays) stopped the service on it in an engine-fault
+            # e2e run. Transient: the assignment is retried (kafka_rebalance._until_applied).
+            raise TransientError(f"kafka: log end of {topic}[{partition}]: {exc}") from exc
         pos = max(start, low)
         if pos >= high:
             return

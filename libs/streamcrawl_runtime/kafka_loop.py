@@ -95,7 +95,8 @@ class RunLoop(LoopRebalance):
             **config.consumer_overrides,
         })
         self._commit_sent_at: float | None = None  # an asynchronous commit not answered yet (monotonic)
-        self._flush_task: asyncio.Task[None] | None = None  # the periodic flush and commit, when one runs
+        # The periodic flush, when one runs: what it covers, to commit once it is done.
+        self._flush_task: asyncio.Task[list[tuple[TopicPartition, PartitionOffsets]]] | None = None
         self._offsets: dict[TP, PartitionOffsets] = defaultdict(PartitionOffsets)
         self._key_chains: dict[tuple[int, str | None], deque[Record]] = {}
         self._waiting = 0  # records queued behind a key that is being handled (sum of the chains' lengths)
@@ -182,7 +183,7 @@ class RunLoop(LoopRebalance):
                         # In the background: a flush waiting for a frozen broker must not stop the polls, or
                         # the member hears of its fence and its new assignment only once the flush gives up
                         # (the frontier rebuilt its hosts 14 s after a 30 s Kafka freeze ended, so).
-                        self._flush_task = asyncio.create_task(self._flush_and_commit_async())
+                        self._flush_task = asyncio.create_task(self._flush_for_commit())
                     last_commit = time.monotonic()
                 if now - last_stats >= 30.0:  # a heartbeat that shows a stuck or saturated loop at a glance
                     last_stats = now
@@ -446,36 +447,42 @@ class RunLoop(LoopRebalance):
         return self._flushed(remaining)
 
     def _flush_result(self) -> None:
-        """Take the result of a periodic flush that has finished: a failed delivery raises here, in the
-        loop, which stops the service with nothing committed past it (its records are replayed)."""
+        """Take the result of a periodic flush that has finished, in the loop's own pass, between polls:
+        commit what it covers. A failed delivery raises here, which stops the service with nothing
+        committed past it (its records are replayed)."""
         task = self._flush_task
-        if task is not None and task.done():
-            self._flush_task = None
-            task.result()
-
-    async def _flush_and_commit_async(self, flush_s: float = 30.0) -> None:
-        """Flush (in a worker thread), then commit what was complete before the flush, asynchronously: the
-        result comes to `_on_commit` in a later poll. Runs as a task beside the loop's passes. A synchronous
-        commit here once held a loop for good after a 30 s Kafka freeze: it waited for a coordinator that
-        came back only to a member that polls, and the loop, waiting for the commit, did not poll, until
-        max.poll.interval.ms put the member out of its group (the recrawl scheduler of an engine-fault e2e
-        run; its lag never drained). One commit is outstanding at a time, for at most `commit_wait_s`: then
-        the next is sent anyway."""
-        if self._commit_sent_at is not None and time.monotonic() - self._commit_sent_at < self.cfg.commit_wait_s:
+        if task is None or not task.done():
             return
+        self._flush_task = None
+        points = task.result()
         # Each point with its partition's books: a partition lost during the flush (kafka_rebalance._on_lost),
         # or revoked and assigned here again, is not committed from points taken before.
+        offsets = [tp for tp, books in points if self._offsets.get((tp.topic, tp.partition)) is books]
+        if not offsets:
+            return
+        try:
+            self.consumer.commit(offsets=offsets, asynchronous=True)
+        except Exception as exc:  # e.g. not in a group right now: the next commit
+            log.warning("commit failed", extra={"error": str(exc)[:300]})
+            return
+        self._commit_sent_at = time.monotonic()
+
+    async def _flush_for_commit(self, flush_s: float = 30.0) -> list[tuple[TopicPartition, PartitionOffsets]]:
+        """The periodic flush, as a task beside the loop's passes: flush (in a worker thread) and return
+        what was complete before it, for `_flush_result` to commit asynchronously (the result comes to
+        `_on_commit` in a later poll). The commit is sent from the loop's pass, never from here: no
+        consumer call may overlap a poll, whose rebalance callbacks wait for work on this event loop. A
+        synchronous commit once held a loop for good after a 30 s Kafka freeze: it waited for a coordinator
+        that came back only to a member that polls, and the loop, waiting for the commit, did not poll,
+        until max.poll.interval.ms put the member out of its group (the recrawl scheduler of an
+        engine-fault e2e run; its lag never drained). One commit is outstanding at a time, for at most
+        `commit_wait_s`: then the next is sent anyway."""
+        if self._commit_sent_at is not None and time.monotonic() - self._commit_sent_at < self.cfg.commit_wait_s:
+            return []
         points = [(tp, self._offsets[(tp.topic, tp.partition)]) for tp in self._commit_points()]
         if await self._flushed_async(flush_s):
-            offsets = [tp for tp, books in points if self._offsets.get((tp.topic, tp.partition)) is books]
-            if not offsets:
-                return
-            try:
-                self.consumer.commit(offsets=offsets, asynchronous=True)
-            except Exception as exc:  # e.g. not in a group right now: the next commit
-                log.warning("commit failed", extra={"error": str(exc)[:300]})
-                return
-            self._commit_sent_at = time.monotonic()
+            return points
+        return []
 
     def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
         """A commit's result (in the thread of the poll that serves it; no Kafka call here): the offsets

@@ -195,6 +195,11 @@ class DedupHandler:
                                                      priority=priority, kind="discovery",
                                                      via=batch.source_url, replayed=verdict == "replay",
                                                      redirect_chain=batch.redirect_chain)))
+        if log.isEnabledFor(logging.DEBUG):  # per message: what became of each URL (a lost URL's trace)
+            log.debug("candidates", extra={"host": host, "event": batch.event_id, "urls": len(batch.urls),
+                                           "out": [o.value.url for o in out],  # type: ignore[attr-defined]
+                                           "admitted": len(admitted), "partition": record.partition,
+                                           "offset": record.offset})
         if admitted:
             # One single-partition batch (url_state is keyed by host, and a message has one target host).
             # If it fails the loop retries the message: the URLs are in the Bloom filter but not yet in

@@ -124,18 +124,24 @@ class FrontierResults(FrontierShards):
                                                         res.url_fp, self.clock())
             self.forget_url(fr, part, res.url)
             return
-        # (also clears the lease in host_state)
-        await self.state.host_put_politeness(res.host, nxt, level, res.fetch_s * 1000.0, res.crawl_delay_s)
+        # The URL goes back to the queue in memory before the write, not after it: done() above has freed
+        # the host, so should the write fail, a tick may lease the host's next URL before the loop retries
+        # this result, and the retry, finding that lease live, is stale and returns. A URL put back only
+        # after the write was then in neither memory nor flight, its durable row behind the window's read
+        # point, and its host left the index with it still queued (an engine-restart e2e run lost a host's
+        # /p/1.html whose probe answer came back while Cassandra restarted).
         if res.outcome in LEASE_WITHOUT_PAGE:
             # Only robots.txt (or the soft-404 probe) was requested under this lease: the page goes back.
             fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=now)
             if meta is None:
                 self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part, redirect_chain=tuple(res.redirect_chain))
-            return
-        RETRIED.inc()
-        fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=now)
-        self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part, attempts, meta.priority if meta else None,
-                                     tuple(res.redirect_chain))
+        else:
+            RETRIED.inc()
+            fr.add(res.url, res.host, 0, 0.0, res.kind, enqueued_at=now)
+            self.meta[res.url] = UrlMeta(res.url_fp, res.depth, part, attempts, meta.priority if meta else None,
+                                         tuple(res.redirect_chain))
+        # (also clears the lease in host_state)
+        await self.state.host_put_politeness(res.host, nxt, level, res.fetch_s * 1000.0, res.crawl_delay_s)
 
     async def _interrupted(self, fr: Frontier, part: int, res: FetchResult, end: float, fetch_s: float,
                            leased: bool) -> None:
@@ -156,7 +162,16 @@ class FrontierResults(FrontierShards):
         leased URL (if any) goes back to its place, the host waits the 10x delay of such a fetch, and the
         timer is written (which also ends the lease in host_state). The 10x rule counts the host's last
         known fetch time, not ``fetch_s``, when that is shorter (`interrupted_delay_basis`)."""
-        hs = await self.state.host_get(host)  # a rare path: its last known fetch time is read when needed
+        try:
+            hs = await self.state.host_get(host)  # a rare path: its last known fetch time is read when needed
+        except BaseException:
+            # The result's lease is over already (ended in memory): the loop's retry of this result takes the
+            # path of a lease-less one, which moves only the timer. So the URL goes back now, with the host
+            # held for the whole fetch_s (the longer basis: the host's last fetch time is not known), or
+            # the host stayed in flight with no lease to expire, its URL never fetched.
+            if leased_url is not None:
+                fr.release(host, leased_url, end, fetch_s=fetch_s)
+            raise
         last = hs.last_fetch_ms / 1000.0 if hs is not None and hs.last_fetch_ms is not None else None
         fetch_s = interrupted_delay_basis(fetch_s, last)
         if leased_url is not None:

@@ -886,3 +886,72 @@ def test_tick_due_follows_the_next_host_timer_not_a_fixed_period(clock: Clock) -
     rig.h.paused = frozenset({"*"})  # everything paused: no host timer counts, only the next read of the pauses
     rig.result(nxt, T0 + 1.3)
     assert rig.h.tick_due(T0 + 1.3) == T0 + 1000.0
+
+
+class _PolitenessFailsOnce(MemoryCrawlState):
+    """host_state's politeness write fails once (Cassandra restarting), then works."""
+    fail = 1
+
+    async def host_put_politeness(self, *args: Any, **kw: Any) -> None:
+        if self.fail:
+            self.fail -= 1
+            raise TransientError("cassandra: CassErrorLibNoHostsAvailable")
+        await super().host_put_politeness(*args, **kw)
+
+
+@pytest.mark.parametrize(("outcome", "status"), [("probe_fetched", 404), ("robots_fetched", 200),
+                                                  ("http_error", 503), ("network_error", None)])
+def test_a_url_kept_by_its_result_survives_a_failed_write_and_a_lease_granted_before_the_retry(
+        clock: Clock, outcome: str, status: int | None) -> None:
+    """A result that keeps its URL (only the probe or robots.txt was fetched, or a retry) and whose write
+    fails: before the loop's retry, a tick may lease the host's next URL (the first attempt had freed the
+    host). The retry then reads as stale, and the kept URL must already be back in the queue. It was not:
+    the URL was lost from memory with its durable row left behind (an engine-restart e2e run lost
+    /p/1.html of a host whose probe answer came back while Cassandra restarted)."""
+    rig = Rig(clock, _PolitenessFailsOnce())
+    rig.url("http://a.test/1", priority=1)
+    rig.url("http://a.test/2", priority=2)
+    [req] = rig.tick(T0)
+    assert req.url == "http://a.test/1"
+    with pytest.raises(TransientError):
+        rig.result(req, T0 + 1, outcome=outcome, status=status)
+    [nxt] = rig.tick(T0 + 1 + 60)  # the host's next turn (after any back-off): a URL of it is leased
+    rig.result(req, T0 + 62, outcome=outcome, status=status)  # the retry, while that lease is live
+    rig.result(nxt, T0 + 63)
+    fetched = [nxt.url]
+    for t in range(64, 400):
+        for r in rig.tick(T0 + t):
+            fetched.append(r.url)
+            rig.result(r, T0 + t + 0.1)
+    assert sorted(fetched) == ["http://a.test/1", "http://a.test/2"]
+    assert rig.state.queue == {}
+
+
+class _HostReadFailsOnce(MemoryCrawlState):
+    fail = 0  # how many host_state reads fail from now
+
+    async def host_get(self, host: str) -> Any:
+        if self.fail:
+            self.fail -= 1
+            raise TransientError("cassandra: timeout")
+        return await super().host_get(host)
+
+
+def test_an_interrupted_result_whose_host_read_fails_puts_the_url_back_before_the_retry(clock: Clock) -> None:
+    """The interrupted path reads the host's last fetch time, and the first attempt had already ended the
+    lease: the retry is a lease-less result, which moves only the timer. The host stayed in flight with no
+    lease left to expire, and its URL was never fetched."""
+    rig = Rig(clock, _HostReadFailsOnce())
+    rig.url("http://a.test/1")
+    [req] = rig.tick(T0)
+    rig.state.fail = 1  # type: ignore[attr-defined]
+    with pytest.raises(TransientError):
+        rig.result(req, T0 + 13, outcome="interrupted", status=None, fetch_s=12.0, ended_at=T0 + 13)
+    rig.result(req, T0 + 14, outcome="interrupted", status=None, fetch_s=12.0, ended_at=T0 + 13)  # the retry
+    hs = rig.state.hosts[A]
+    assert hs.lease_id is None and hs.next_allowed_at == pytest.approx(T0 + 133, abs=1e-6)
+    assert rig.tick(T0 + 132.9) == []  # held the 10x of the whole interrupted fetch
+    [again] = rig.tick(T0 + 133)
+    assert again.url == req.url and again.lease_id != req.lease_id
+    rig.result(again, T0 + 134)
+    assert rig.state.queue == {}

@@ -70,6 +70,12 @@ class PersistedBudgets:
             self._dirty[host] = part
         return True
 
+    def refund(self, host: str, n: int) -> None:
+        """Give back ``n`` URLs of ``host`` counted in this cycle by an attempt that failed (its message is
+        retried, and counts them again)."""
+        if n > 0:
+            self.counts.set_used(host, self.cycle, max(0, self.counts.used(host, self.cycle) - n))
+
     def flush_due(self) -> float:
         """When the next write-behind flush is due (inf: nothing dirty)."""
         return self._flushed_at + self.flush_s if self._dirty else math.inf

@@ -174,6 +174,21 @@ class DedupHandler:
         out: list[Output] = []
         admitted: list[tuple[int, str]] = []
         lastmods = batch.lastmods if len(batch.lastmods) == len(batch.urls) else [None] * len(batch.urls)
+        try:
+            await self._decide(record, batch, priority, lastmods, out, admitted)
+        except BaseException:
+            # The loop retries the message, which admits these URLs again (the exact read finds no row) and
+            # counts them again: give their budget back, or every failed attempt (an engine restarting)
+            # spends a host's budget on URLs it never admitted, and its last pages read as over budget.
+            self.budgets.refund(host, len(admitted))
+            raise
+        return out
+
+    async def _decide(self, record: Record, batch: UrlCandidates, priority: int, lastmods: Sequence[float | None],
+                      out: list[Output], admitted: list[tuple[int, str]]) -> None:
+        """`_candidates`' per-URL decisions and the admitted URLs' url_state rows, into ``out`` and
+        ``admitted``."""
+        host = batch.host
         for url, url_fp, lastmod in zip(batch.urls, batch.url_fps, lastmods, strict=True):
             reason = check_url(url, batch.depth, self.traps) or self.params.observe(host, url)
             if reason is not None:
@@ -206,7 +221,6 @@ class DedupHandler:
             # the seen-set's memory, so the exact read finds no row and admits them again.
             await self.state.url_insert_discovered_many(host, admitted, batch.depth, time.time(), batch.event_id)
             self.seen.admitted((fp for fp, _ in admitted), batch.event_id)
-        return out
 
     async def _lastmod_refresh(self, host: str, url: str, url_fp: int, depth: int, lastmod: float) -> list[Output]:
         """A known URL's sitemap lastmod: recorded for the recrawl estimator (the newest, not from the future),

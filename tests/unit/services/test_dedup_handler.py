@@ -157,6 +157,30 @@ def test_per_host_budget() -> None:
     assert len(rig.cand("http://b.test/1")) == 1
 
 
+def test_a_failed_url_state_write_gives_the_budget_back_for_the_retry() -> None:
+    """The admitted URLs' url_state write fails (Cassandra restarting) and the loop retries the message: the
+    retry admits them again, and must find their budget still there. Counted twice, a host with a budget
+    of 3 lost its third URL as over budget."""
+    class WriteFailsOnce(MemoryCrawlState):
+        fail = 1
+
+        async def url_insert_discovered_many(self, *args: Any, **kw: Any) -> None:
+            if self.fail:
+                self.fail -= 1
+                raise TransientError("cassandra: CassErrorLibNoHostsAvailable")
+            await super().url_insert_discovered_many(*args, **kw)
+
+    rig = Rig(WriteFailsOnce(), budget=3)
+    urls = ["http://a.test/1", "http://a.test/2"]
+    c = UrlCandidates(host="a.test", depth=1, source_url="http://src.test/", urls=urls,
+                      url_fps=[url_fingerprint(u) for u in urls])
+    with pytest.raises(TransientError):
+        rig.run(rig.h.handle(rec("a.test"), c))
+    assert [o.value.url for o in rig.run(rig.h.handle(rec("a.test"), c))] == urls  # type: ignore[attr-defined]
+    assert len(rig.cand("http://a.test/3")) == 1  # the budget's third URL
+    assert rig.cand("http://a.test/4") == []
+
+
 def test_blocklist_suffix_and_exact_host() -> None:
     rig = Rig()
     rig.state.blocklist = [".Example.com", "bad.test"]

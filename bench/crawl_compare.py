@@ -14,7 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-SERVICES = ("frontier", "fetcher", "parser", "dedup", "recrawl")
+# Every service process the launcher starts (the WARC writer too): their rows add up to the total.
+SERVICES = ("frontier", "fetcher", "parser", "dedup", "recrawl", "warc")
 ENGINES = ("kafka", "cassandra", "versitygw")
 
 
@@ -63,7 +64,7 @@ def rows(before: dict[str, Any], after: dict[str, Any], scrapy: dict[str, Any] |
     for svc in SERVICES:
         out.append(line(f"{svc} CPU-ms", ms(before, before["crawler_cpu"].get(svc, 0.0)),
                         ms(after, after["crawler_cpu"].get(svc, 0.0))))
-    out.append(line("**all five services, CPU-ms**", ms(before, sum(before["crawler_cpu"].values())),
+    out.append(line("**all six services, CPU-ms**", ms(before, sum(before["crawler_cpu"].values())),
                     ms(after, sum(after["crawler_cpu"].values())), vs_scrapy=True))
     for eng in ENGINES:
         out.append(line(f"{eng} CPU-ms", ms(before, before["infra_cpu"].get(eng, 0.0)),

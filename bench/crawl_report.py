@@ -16,7 +16,8 @@ from crawl_log import Truth
 from crawl_sides import SideResult
 from streamcrawl_synthweb.model import PROFILES
 
-SERVICES = ("frontier", "fetcher", "parser", "dedup", "recrawl")
+# Every service process the launcher starts (the WARC writer too): their rows add up to the total.
+SERVICES = ("frontier", "fetcher", "parser", "dedup", "recrawl", "warc")
 ENGINES = {"kafka": "Kafka", "cassandra": "Cassandra", "versitygw": "S3 server (versitygw)"}
 
 
@@ -168,8 +169,9 @@ NOTES = [
     "always cached. streamcrawl's fetcher asks the synthetic web's DNS server.",
     "* **Scrapy does far less per page.** It stores nothing: no Kafka, no Cassandra frontier, no S3 body "
     "store, no dedup/SimHash, no recrawl schedule, nothing survives a crash. streamcrawl's CPU figure covers "
-    "its five services only; the JVMs and versitygw it needs are reported apart, and on this shared stack "
-    "they also serve other tenants — their CPU during Scrapy's window (which does not use them) is that "
+    "its six service processes only (the WARC writer among them); the JVMs and versitygw it needs are "
+    "reported apart, and on this shared stack they also serve other tenants — their CPU during Scrapy's "
+    "window (which does not use them) is that "
     "background.",
     "* **Windows.** streamcrawl's window starts just before the seeds are sent, after the services' start-up "
     "CPU has settled; Scrapy's at `spider_opened` (imports and start-up excluded on both sides). Pages are "
@@ -202,7 +204,7 @@ def cpu_table(sc: list[SideResult], sp: list[SideResult]) -> list[str]:
              "| process | CPU-s | CPU-ms per page | ÷ Scrapy's CPU-ms per page |", "|---|---|---|---|"]
     for svc in SERVICES:
         lines.append(row(svc, lambda r, s=svc: r.crawler_cpu.get(s, float("nan"))))  # type: ignore[misc]
-    lines.append(row("all five services", lambda r: r.crawler_cpu_s, True))
+    lines.append(row("all six services", lambda r: r.crawler_cpu_s, True))
     lines.append(row("launcher (this bench: seeding, the log tail, sampling)", lambda r: r.launcher_cpu_s))
     for key, label in ENGINES.items():
         lines.append(row(label, lambda r, k=key: r.infra_cpu.get(k, float("nan"))))  # type: ignore[misc]

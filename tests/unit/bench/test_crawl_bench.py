@@ -354,7 +354,7 @@ def test_render_has_the_per_process_and_counter_tables() -> None:
     info = {"cores": 2, "cpu": "cpu", "python": "3.11", "kernel": "k", "load": (1.0, 1.0, 1.0),
             "load_start": (2.0, 2.0, 2.0)}
     sc = _result("streamcrawl", 1000, 0.0)
-    sc.crawler_cpu = {"frontier": 1.0, "fetcher": 2.0, "parser": 1.0, "dedup": 1.0, "recrawl": 0.5}  # type: ignore[attr-defined]
+    sc.crawler_cpu = {"frontier": 1.0, "fetcher": 2.0, "parser": 1.0, "dedup": 1.0, "recrawl": 0.5, "warc": 1.0}  # type: ignore[attr-defined]
     sc.infra_cpu = {"kafka": 2.0, "cassandra": 3.0, "versitygw": 0.5}  # type: ignore[attr-defined]
     sc.counters = {"dedup": {"produced|streamcrawl.urls": 2000.0, "cql|url_state insert": 1000.0}}  # type: ignore[attr-defined]
     sc.coverage_frac, sc.coverage_s = 1.0, 36.0  # type: ignore[attr-defined]
@@ -362,7 +362,8 @@ def test_render_has_the_per_process_and_counter_tables() -> None:
     truth = sys.modules["crawl_log"].Truth(frozenset({("a", "/")}), {"a": 30}, {})
     md = cb.render({"streamcrawl": [sc], "scrapy": [sp]}, args, info, "cmd", truth)
     assert "| fetcher | 2.0 | 2.00 | 0.67× |" in md  # 2 CPU-s over 1,000 pages vs Scrapy's 3 ms per page
-    assert "| **all five services** | 5.5 | 5.50 | 1.83× |" in md
+    assert "| warc | 1.0 | 1.00 | 0.33× |" in md  # the WARC writer has its row: the rows add up to the total
+    assert "| **all six services** | 6.5 | 6.50 | 2.17× |" in md
     assert "| streamcrawl.urls | 2,000 | 2.00 | dedup 2,000 |" in md
     assert "| url_state insert | 1,000 | 1.00 | dedup 1,000 |" in md
     assert "Politeness lower bound 30.0 s" in md and "| **÷ the lower bound** | 1.20 | not reached |" in md

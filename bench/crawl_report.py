@@ -16,8 +16,6 @@ from crawl_log import Truth
 from crawl_sides import SideResult
 from streamcrawl_synthweb.model import PROFILES
 
-# Every service process the launcher starts (the WARC writer too): their rows add up to the total.
-SERVICES = ("frontier", "fetcher", "parser", "dedup", "recrawl", "warc")
 ENGINES = {"kafka": "Kafka", "cassandra": "Cassandra", "versitygw": "S3 server (versitygw)"}
 
 
@@ -171,8 +169,7 @@ NOTES = [
     "store, no dedup/SimHash, no recrawl schedule, nothing survives a crash. streamcrawl's CPU figure covers "
     "its six service processes only (the WARC writer among them); the JVMs and versitygw it needs are "
     "reported apart, and on this shared stack they also serve other tenants — their CPU during Scrapy's "
-    "window (which does not use them) is that "
-    "background.",
+    "window (which does not use them) is that background.",
     "* **Windows.** streamcrawl's window starts just before the seeds are sent, after the services' start-up "
     "CPU has settled; Scrapy's at `spider_opened` (imports and start-up excluded on both sides). Pages are "
     "counted by request *start* inside the window. Scrapy keeps downloading what its per-host queues hold "
@@ -202,7 +199,9 @@ def cpu_table(sc: list[SideResult], sp: list[SideResult]) -> list[str]:
              "CPU-ms per page = the process's CPU-s in the window ÷ the window's pages (HTTP 200, robots.txt "
              f"excluded). Scrapy, one process: {fmt(scrapy_ms, 2)} CPU-ms per page.", "",
              "| process | CPU-s | CPU-ms per page | ÷ Scrapy's CPU-ms per page |", "|---|---|---|---|"]
-    for svc in SERVICES:
+    # One row per service process the run measured (the launcher's list, in its order): they add up to the total.
+    services = list(dict.fromkeys(svc for r in sc for svc in r.crawler_cpu))
+    for svc in services:
         lines.append(row(svc, lambda r, s=svc: r.crawler_cpu.get(s, float("nan"))))  # type: ignore[misc]
     lines.append(row("all six services", lambda r: r.crawler_cpu_s, True))
     lines.append(row("launcher (this bench: seeding, the log tail, sampling)", lambda r: r.launcher_cpu_s))
@@ -216,7 +215,7 @@ def cpu_table(sc: list[SideResult], sp: list[SideResult]) -> list[str]:
                   "librdkafka's threads (the Kafka client, native: py-spy does not see them), and the rest "
                   "(worker threads, the Cassandra driver's I/O threads).", "",
                   "| service | event loop, CPU-ms per page | librdkafka | rest |", "|---|---|---|---|"]
-        for svc in SERVICES:
+        for svc in services:
             t = threads.get(svc)
             if t:
                 lines.append(f"| {svc} | {fmt(_per_page(sc[0], t['main']), 2)} | "

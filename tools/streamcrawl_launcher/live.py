@@ -43,7 +43,8 @@ class View:
     bytes_: int
     duplicates: int
     traps: int
-    hosts: int
+    #: Hosts with URLs waiting now (the frontiers' summary rows), not hosts crawled so far.
+    hosts_queued: int
     queued: int
     busiest: list[tuple[str, int]] = field(default_factory=list)
     down: list[str] = field(default_factory=list)
@@ -105,7 +106,7 @@ class Observer:
             bytes_=int(total(s, "streamcrawl_fetcher_body_bytes_total")),
             duplicates=int(by_label(s, "streamcrawl_dedup_pages_total", "decision").get("duplicate", 0)),
             traps=int(sum(v for k, v in url_decisions.items() if k.startswith("trap_") or k == "over_budget")),
-            hosts=self._hosts, queued=int(total(s, "streamcrawl_frontier_queued")) or self._queued,
+            hosts_queued=self._hosts, queued=int(total(s, "streamcrawl_frontier_queued")) or self._queued,
             busiest=list(self._busiest), down=[u for u, st in scrape.targets.items() if st != "ok"])
 
     def close(self) -> None:
@@ -138,7 +139,7 @@ def panel(v: View, title: str) -> Group:
     head = Text.assemble((f"{title}  ", "bold"), f"{v.elapsed_s:.0f} s   ",
                          ("pages/s ", "bold"), f"{_rate(v.pages_now)} now (10 s)  {_rate(v.pages_1m)} (1 min)")
     totals = Text(f"fetched {v.fetched:,}   published {p.pages_published:,}   bytes {_bytes(v.bytes_)}   "
-                  f"queued {v.queued:,}   hosts {v.hosts:,}   duplicates {v.duplicates:,}   "
+                  f"queued {v.queued:,} on {v.hosts_queued:,} hosts   duplicates {v.duplicates:,}   "
                   f"traps stopped {v.traps:,}   dead letters {p.dead_letters:,}")
     backlog = Table(title="backlog (records)", show_edge=False, pad_edge=False)
     for name in p.lag:
@@ -168,7 +169,7 @@ def summary(v: View, crawl: Crawl) -> str:
     return "\n".join([
         "streamcrawl: summary",
         f"  pages fetched   {v.fetched:,}   published to {PAGE_FETCHED.name}: {v.progress.pages_published:,}",
-        f"  hosts           {v.hosts:,}",
+        f"  still queued    {v.queued:,} URLs on {v.hosts_queued:,} hosts",
         f"  bytes           {_bytes(v.bytes_)} of bodies downloaded",
         f"  outcomes        {outcomes}",
         f"  duplicates      {v.duplicates:,} (not published)",

@@ -33,6 +33,10 @@ def _event_id() -> str:
 #: Far above any normalized URL, and above the hostile corpus's 64 KB URL (the fetcher answers such a
 #: request with an outcome of its own), far below a record's 1 MB: a 900 KB URL field fails validation.
 MAX_URL_CHARS = 80 * 1024
+#: The largest stored (gzip) body a ParsedPage or an ArchiveRecord carries inline (`body_gz`), so the WARC
+#: writer need not read it back from S3. Kept well below the topics' 1 MB record limit, since both
+#: messages also carry up to max_links links.
+ARCHIVE_INLINE_MAX_BYTES = 32 * 1024
 
 
 class Envelope(BaseModel):
@@ -229,10 +233,19 @@ class FetchResult(Envelope):
     #: Optional (added without a schema_version bump).
     wire_hash: str | None = None
     wire_key: str | None = None
+    #: Those bytes themselves, instead of a blob, when a content coding was decoded and they are at most
+    #: ARCHIVE_INLINE_MAX_BYTES (`wire_key` is then None): the fetcher neither stores them nor does the
+    #: writer read them back. Optional (no bump), but it changes what `wire_key` None means when
+    #: `wire_hash` differs from `content_hash`, so a WARC writer must be upgraded before its fetchers (a
+    #: writer from before it dead-letters such a record instead of reading the wrong body: see its handler).
+    wire_body: bytes | None = Field(default=None, repr=False)
 
 
 class ParsedPage(Envelope):
     """A parsed page, for dedup: links, text fingerprint and robots meta."""
+
+    # bytes fields travel as base64 in JSON, as in FetchResult.
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
 
     url: str = Field(max_length=MAX_URL_CHARS)
     host: str = Field(max_length=MAX_URL_CHARS)
@@ -271,6 +284,13 @@ class ParsedPage(Envelope):
     #: Passed on from the FetchResult, for the WARC writer (see FetchResult.wire_hash). Optional.
     wire_hash: str | None = None
     wire_key: str | None = None
+    #: The FetchResult's inline body (the blob at storage_key, gzip) when the fetcher carried it, no
+    #: content coding was decoded (wire_hash None or equal to content_hash) and it is at most
+    #: ARCHIVE_INLINE_MAX_BYTES, for the WARC writer via dedup's archive record. Optional (no
+    #: schema_version bump): None means read it from S3.
+    body_gz: bytes | None = Field(default=None, repr=False)
+    #: Passed on from the FetchResult (see FetchResult.wire_body), for the WARC writer. Optional.
+    wire_body: bytes | None = Field(default=None, repr=False)
 
 
 class PageFetched(Envelope):
@@ -314,6 +334,9 @@ class ArchiveRecord(Envelope):
     duplicate of another URL). `page`, when set, is published on page_fetched once the records are
     written, with the response record's location filled in."""
 
+    # bytes fields travel as base64 in JSON, as in FetchResult.
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+
     url: str = Field(max_length=MAX_URL_CHARS)
     host: str = Field(max_length=MAX_URL_CHARS)
     url_fp: int
@@ -335,6 +358,12 @@ class ArchiveRecord(Envelope):
     #: its codings under X-Crawler- headers, and a revisit names `content_hash`. Optional (no bump).
     wire_hash: str | None = None
     wire_key: str | None = None
+    #: A response's body as stored at `storage_key` (gzip), from ParsedPage.body_gz: the writer uses it
+    #: instead of reading the blob back. Optional (no bump); None: read from the blob store.
+    body_gz: bytes | None = Field(default=None, repr=False)
+    #: The body as transferred, from ParsedPage.wire_body (see FetchResult.wire_body): written as the
+    #: response's payload, with no blob read. Optional (no bump).
+    wire_body: bytes | None = Field(default=None, repr=False)
 
 
 class DeadLetter(Envelope):

@@ -52,4 +52,6 @@ def archive_page(page: ParsedPage, exchange: HttpExchange, *, publish: PageFetch
         fetch_s=page.fetch_s, outcome="fetched", status=page.http_status, exchange=exchange,
         content_hash=page.content_hash, storage_key=page.storage_key, truncated=page.truncated,
         out_links=page.out_links, revisit_of=revisit_of, page=publish,
-        wire_hash=page.wire_hash, wire_key=page.wire_key if revisit_of is None else None))
+        wire_hash=page.wire_hash, wire_key=page.wire_key if revisit_of is None else None,
+        body_gz=page.body_gz if revisit_of is None else None,
+        wire_body=page.wire_body if revisit_of is None else None))

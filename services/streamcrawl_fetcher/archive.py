@@ -41,9 +41,11 @@ def archive_result(res: FetchResult, prev_hash: str | None, prev_fetched_at: flo
 
 
 def archive_exchange(url: str, host: str, sent_at: float, resp: HttpResponse, outcome: str,
-                     stored: StoredPage | None, wire: tuple[str, str | None] | None = None) -> Output | None:
+                     stored: StoredPage | None,
+                     wire: tuple[str, str | None, bytes | None] | None = None) -> Output | None:
     """The archive record of one of the fetcher's own requests (robots.txt, a hop of its redirect chain,
-    the soft-404 probe): a response record, with its body when `stored` (a 2xx the fetcher stored),
+    the soft-404 probe): a response record, with its body when `stored` (a 2xx the fetcher stored; `wire`
+    is store_wire's answer for it),
     without one otherwise (as for a redirect or an error), and the Location as its out-link."""
     if not resp.response_head:
         return None
@@ -55,7 +57,8 @@ def archive_exchange(url: str, host: str, sent_at: float, resp: HttpResponse, ou
         status=resp.status, exchange=exchange, content_hash=stored.content_hash if stored else None,
         storage_key=stored.key if stored else None, content_length=len(resp.body) if stored else 0,
         truncated=resp.truncated if stored else False, out_links=[urljoin(url, location)] if location else [],
-        wire_hash=wire[0] if stored and wire else None, wire_key=wire[1] if stored and wire else None))
+        wire_hash=wire[0] if stored and wire else None, wire_key=wire[1] if stored and wire else None,
+        wire_body=wire[2] if stored and wire else None))
 
 
 def sitemap_candidates(res: FetchResult) -> list[Output]:

@@ -6,19 +6,21 @@ shares.
 A fetched body is written to the blob store before its result is emitted; when its stored (gzip) form is
 at most the inline cap (`FetchPolicy.inline_body_max_bytes`) it is also carried in the result (`body_gz`)
 for the parser. A soft 404's body is not stored. A body that came content-coded (gzip, br...) is also
-stored as received, for the WARC writer's response record (`store_wire`).
+stored as received, for the WARC writer's response record (`store_wire`), or, when small, carried in the
+result instead (`wire_body`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import uuid
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from prometheus_client import Counter
-from streamcrawl_contracts.messages import FetchRequest, FetchResult, HttpExchange
+from streamcrawl_contracts.messages import ARCHIVE_INLINE_MAX_BYTES, FetchRequest, FetchResult, HttpExchange
 from streamcrawl_core.politeness import parse_retry_after
 from streamcrawl_core.redirects import redirect_verdict
 from streamcrawl_core.traps import is_soft404, soft404_echoes, soft404_signature
@@ -83,29 +85,37 @@ async def classify(req: FetchRequest, resp: HttpResponse, fetch_s: float, ended:
         stored = await blobs.astore_page(resp.body)
         if stored.new:
             STORED_BYTES.inc(len(resp.body))
-        wire_hash, wire_key = await store_wire(blobs, resp, stored.content_hash) if keep_wire else (None, None)
+        wire_hash, wire_key, wire_body = (await store_wire(blobs, resp, stored.content_hash, inline=True)
+                                          if keep_wire else (None, None, None))
         # A small body also rides along in the result, so the parser need not read it back.
         inline = stored.data if len(stored.data) <= inline_body_max_bytes else None
         INLINE_BODIES.labels("inline" if inline is not None else "s3_only").inc()
         return result("fetched", content_hash=stored.content_hash, storage_key=stored.key,
                       content_length=len(resp.body), truncated=resp.truncated, body_gz=inline,
-                      wire_hash=wire_hash, wire_key=wire_key, **common)
+                      wire_hash=wire_hash, wire_key=wire_key, wire_body=wire_body, **common)
     retry_after = None
     if resp.status in (429, 503):
         retry_after = parse_retry_after(h.get("retry-after"), clock())
     return result("http_error", error=f"HTTP {resp.status}", retry_after_s=retry_after, **common)
 
 
-async def store_wire(blobs: BlobStore, resp: HttpResponse, content_hash: str) -> tuple[str, str | None]:
-    """(SHA-256 of the entity body as transferred, its blob key or None). A body that came with a content
-    coding is stored a second time as received (a blob of its own, keyed by its hash), for the WARC writer;
-    without one the wire bytes are the page just stored: nothing more is written."""
+async def store_wire(blobs: BlobStore, resp: HttpResponse, content_hash: str,
+                     inline: bool = False) -> tuple[str, str | None, bytes | None]:
+    """(SHA-256 of the entity body as transferred, its blob key or None, the bytes themselves or None). A
+    body that came with a content coding is stored a second time as received (a blob of its own, keyed by
+    its hash), for the WARC writer; with ``inline``, one of at most ARCHIVE_INLINE_MAX_BYTES is not stored
+    but returned, to travel in the result (the writer's only reader). Without a coding the wire bytes are
+    the page just stored: nothing more is written."""
     if resp.wire is None:
-        return content_hash, None
+        return content_hash, None, None
+    if inline and len(resp.wire) <= ARCHIVE_INLINE_MAX_BYTES:
+        # Already compressed (it is content-coded): carried as is. Saves a hash+gzip here, a PUT and the
+        # writer's GET (hashing it still costs a few microseconds: the revisit digests need it).
+        return hashlib.sha256(resp.wire).hexdigest(), None, resp.wire
     stored = await blobs.astore_page(resp.wire)
     if stored.new:
         WIRE_STORED_BYTES.inc(len(resp.wire))
-    return stored.content_hash, stored.key
+    return stored.content_hash, stored.key, None
 
 
 def is_text(content_type: str | None) -> bool:

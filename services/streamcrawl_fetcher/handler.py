@@ -368,11 +368,11 @@ class FetcherHandler(StatelessHandler):
         request (robots.txt, or the probe) has been made and whose answer is kept already, so the retry
         would send a second request under one lease."""
         stored = None
-        wire: tuple[str, str | None] | None = None
+        wire: tuple[str, str | None, bytes | None] | None = None
         if with_body:
             try:
                 stored = await self.blobs.astore_page(resp.body)
-                wire = await store_wire(self.blobs, resp, stored.content_hash)
+                wire = await store_wire(self.blobs, resp, stored.content_hash, inline=True)
             except Exception as exc:
                 stored = None
                 OWN_BODY_STORE_FAILURES.inc()

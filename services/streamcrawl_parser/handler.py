@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from prometheus_client import Counter, Histogram
-from streamcrawl_contracts.messages import Envelope, FetchResult, ParsedPage
+from streamcrawl_contracts.messages import ARCHIVE_INLINE_MAX_BYTES, Envelope, FetchResult, ParsedPage
 from streamcrawl_contracts.topics import PARSED
 from streamcrawl_core.textsig import near_duplicate_signature
 from streamcrawl_runtime.ports.blobs import BlobStore, decode_page
@@ -76,8 +76,16 @@ def build_page(result: FetchResult, body: bytes, max_links: int = 1000, simhash_
         unavailable_after=outcome.unavailable_after,
         text_length=len(outcome.text), etag=result.etag, last_modified=result.last_modified,
         exchange=result.exchange, fetch_s=result.fetch_s, truncated=result.truncated,
-        wire_hash=result.wire_hash, wire_key=result.wire_key,
+        wire_hash=result.wire_hash, wire_key=result.wire_key, wire_body=result.wire_body,
+        # The WARC writer then skips its S3 read of the body (small bodies only; see the contract).
+        body_gz=result.body_gz if (result.body_gz is not None and not _coded(result)
+                                   and len(result.body_gz) <= ARCHIVE_INLINE_MAX_BYTES) else None,
     ), outcome
+
+
+def _coded(result: FetchResult) -> bool:
+    """The body came content-coded: the WARC writer records the wire bytes, not the stored page."""
+    return result.wire_hash is not None and result.wire_hash != result.content_hash
 
 
 class ParserHandler(StatelessHandler):

@@ -37,5 +37,5 @@ def sitemap_pages(result: FetchResult, sitemap: Sitemap, part_urls: int | None =
                        lastmods=lastmods, sitemap=True, sitemap_part=n, noindex=True, etag=result.etag,
                        last_modified=result.last_modified, exchange=result.exchange if n == 0 else None,
                        fetch_s=result.fetch_s, truncated=result.truncated, wire_hash=result.wire_hash,
-                       wire_key=result.wire_key)
+                       wire_key=result.wire_key, wire_body=result.wire_body if n == 0 else None)
             for n, (urls, lastmods) in enumerate(parts)]

@@ -26,6 +26,7 @@ import asyncio
 import json
 import logging
 import time
+import zlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from streamcrawl_contracts.messages import ArchiveRecord, Envelope
 from streamcrawl_contracts.topics import PAGE_FETCHED
 from streamcrawl_core.warc_layout import cdxj_key, file_stem, state_key, warc_key
 from streamcrawl_runtime.metrics import Children
+from streamcrawl_runtime.ports.blobs import decode_page
 from streamcrawl_runtime.ports.errors import PoisonMessage
 from streamcrawl_runtime.ports.loop import Output, Record
 
@@ -49,7 +51,19 @@ _RECORDS = Children(RECORDS)
 FILES = Counter("streamcrawl_warc_files_total", "WARC files uploaded")
 FILE_BYTES = Counter("streamcrawl_warc_file_bytes_total", "Bytes of WARC files uploaded")
 UPLOAD_SECONDS = Histogram("streamcrawl_warc_upload_seconds", "Time to upload one WARC file and its index")
+BODIES = Counter("streamcrawl_warc_bodies_total", "Response bodies written, by where they came from: inline "
+                 "(in the archive record) or s3", ["source"])
+_BODIES = Children(BODIES)
 UPLOAD_FAILURES = Counter("streamcrawl_warc_upload_failures_total", "Failed WARC file uploads (retried)")
+
+
+def _inline_body(gz: bytes) -> bytes | None:
+    """An archive record's inline body, decoded; None if it does not decode (then the blob is read)."""
+    try:
+        return decode_page(gz)
+    except (OSError, EOFError, zlib.error) as exc:
+        log.warning("inline body does not decode, reading the blob", extra={"error": repr(exc)[:200]})
+        return None
 
 
 class WarcStore(Protocol):
@@ -216,14 +230,7 @@ class WarcHandler:
             _RECORDS("repeat").inc()
             w = current.ids[ex_id]
             return await self._after_upload(current, message, (current.key, w.offset, w.length))
-        body = None
-        # The body as received: its own blob when it came content-coded, else the page itself.
-        source = (message.wire_key or message.storage_key) if message.wire_hash else message.storage_key
-        if message.revisit_of is None and source:
-            try:
-                body = await asyncio.to_thread(self.store.get_page, source)
-            except KeyError as exc:
-                raise PoisonMessage(f"body {source} not in the blob store") from exc
+        body = None if message.revisit_of is not None else await self._body(message)
         while True:
             f = self._open.get(part) or self._new_file(part, record.offset, message.fetched_at)
             async with f.lock:
@@ -239,6 +246,34 @@ class WarcHandler:
             self._start_close(f)
         _RECORDS("revisit" if message.revisit_of else "response").inc()
         return await self._after_upload(f, message, (f.key, written.offset, written.length))
+
+    async def _body(self, message: ArchiveRecord) -> bytes | None:
+        """The response's payload as received: carried in the record (the wire bytes, or a small uncoded
+        page's stored form), else read from the blob store (the wire bytes' own blob when the page came
+        content-coded, else the page itself); None when the fetcher stored no body."""
+        coded = message.wire_hash is not None and message.wire_hash != message.content_hash
+        if message.wire_body is not None:
+            _BODIES("inline").inc()
+            return message.wire_body
+        if coded and message.wire_key is None:
+            # A fetcher that carries small wire bodies inline, and the body was lost on the way (a parser
+            # or dedup from before wire_body): reading storage_key would record the decoded page under
+            # the received head. Dead-lettered, with the reason.
+            raise PoisonMessage("content-coded response without its wire body (wire_body or wire_key)")
+        source = (message.wire_key or message.storage_key) if message.wire_hash else message.storage_key
+        if not source:
+            return None
+        if message.body_gz is not None and source == message.storage_key:
+            body = _inline_body(message.body_gz)  # small (ARCHIVE_INLINE_MAX_BYTES): no S3 read, no thread
+            if body is not None:
+                _BODIES("inline").inc()
+                return body
+        try:
+            body = await asyncio.to_thread(self.store.get_page, source)
+        except KeyError as exc:
+            raise PoisonMessage(f"body {source} not in the blob store") from exc
+        _BODIES("s3").inc()
+        return body
 
     async def _after_upload(self, f: _Open, message: ArchiveRecord, loc: Location) -> Sequence[Output]:
         if not await asyncio.shield(f.done):

@@ -694,15 +694,19 @@ def test_pages_with_an_exchange_go_to_the_warc_writer_which_publishes_them() -> 
     rig = Rig()
     url = "http://w.test/a"
     h1 = "a" * 64
-    outs = rig.run(rig.h.handle(rec("w.test"), _with_exchange(make_page(url, h1), "x1")))
+    gz = b"\x1f\x8b stored body"
+    first_page = _with_exchange(make_page(url, h1), "x1").model_copy(update={"body_gz": gz})
+    outs = rig.run(rig.h.handle(rec("w.test"), first_page))
     assert published(outs) == []
     (first,) = _archived(outs)
     assert first.page is not None and first.page.url == url and first.revisit_of is None
+    assert first.body_gz == gz  # the parser's inline body goes on: the writer need not read it from S3
     assert [o.key for o in outs if o.topic == ARCHIVE] == ["x1"]  # keyed by exchange id
-    # the same body again: a revisit of the first capture, nothing to publish
-    outs = rig.run(rig.h.handle(rec("w.test"), _with_exchange(make_page(url, h1, at=T0 + 60), "x2")))
+    # the same body again: a revisit of the first capture, nothing to publish (and no body to carry)
+    again_page = _with_exchange(make_page(url, h1, at=T0 + 60), "x2").model_copy(update={"body_gz": gz})
+    outs = rig.run(rig.h.handle(rec("w.test"), again_page))
     (again,) = _archived(outs)
-    assert again.page is None and again.revisit_of is not None
+    assert again.page is None and again.revisit_of is not None and again.body_gz is None
     assert (again.revisit_of.url, again.revisit_of.fetched_at) == (url, T0)
     # an exact duplicate on another URL: a revisit of the canonical one
     outs = rig.run(rig.h.handle(rec("w.test"), _with_exchange(make_page("http://w.test/b", h1), "x3")))

@@ -8,6 +8,7 @@ import dataclasses
 import gzip
 import hashlib
 import ipaddress
+import random
 import re
 import socket
 import time
@@ -18,7 +19,13 @@ import pytest
 from aiohttp import web as aioweb
 from prometheus_client import REGISTRY
 from pydantic import ValidationError
-from streamcrawl_contracts.messages import FetchRequest, FetchResult, ParsedPage, UrlCandidates
+from streamcrawl_contracts.messages import (
+    ARCHIVE_INLINE_MAX_BYTES,
+    FetchRequest,
+    FetchResult,
+    ParsedPage,
+    UrlCandidates,
+)
 from streamcrawl_contracts.topics import ARCHIVE, FETCH_RESULTS, URL_CANDIDATES
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.robots import RobotsConfig
@@ -451,25 +458,36 @@ def test_small_body_is_stored_and_carried_in_the_result(dns_server: TinyDNS, web
 
 
 @pytest.mark.parametrize("warc", [True, False])
-def test_a_content_coded_body_is_also_stored_as_received_for_the_warc_writer(
+def test_a_content_coded_body_is_also_kept_as_received_for_the_warc_writer(
         dns_server: TinyDNS, web: ScriptedHTTP, warc: bool) -> None:
+    """As received: a small one travels in the result (wire_body, no blob), a large one is a blob."""
     rig = Rig(dns_server.port, web)
     rig.handler.policy = dataclasses.replace(rig.handler.policy, warc=warc)
     rig.allow_all()
     coded = gzip.compress(PAGE, mtime=0)
+    big_page = PAGE + random.Random(7).randbytes(ARCHIVE_INLINE_MAX_BYTES + 1024).hex().encode()
+    big = gzip.compress(big_page, mtime=0)
+    assert len(coded) <= ARCHIVE_INLINE_MAX_BYTES < len(big)
     web.routes["/gz"] = Reply(200, coded, {"Content-Type": "text/html", "Content-Encoding": "gzip"})
+    web.routes["/big"] = Reply(200, big, {"Content-Type": "text/html", "Content-Encoding": "gzip"})
     web.routes["/plain"] = Reply(200, PAGE + b"<!-- 2 -->", {"Content-Type": "text/html"})
-    gz, plain = rig.run(rig.request("/gz")), rig.run(rig.request("/plain"))
-    assert gz.outcome == plain.outcome == "fetched"
+    gz, large, plain = rig.run(rig.request("/gz")), rig.run(rig.request("/big")), rig.run(rig.request("/plain"))
+    assert gz.outcome == large.outcome == plain.outcome == "fetched"
     assert decode_page(rig.blobs.objects[gz.storage_key]) == PAGE  # type: ignore[attr-defined]  # decoded
+    assert decode_page(rig.blobs.objects[large.storage_key]) == big_page  # type: ignore[attr-defined]
     assert plain.wire_key is None and plain.wire_hash == (plain.content_hash if warc else None)  # no 2nd object
+    assert plain.wire_body is None
     if warc:
-        assert gz.wire_hash == hashlib.sha256(coded).hexdigest() != gz.content_hash and gz.wire_key is not None
-        assert decode_page(rig.blobs.objects[gz.wire_key]) == coded  # type: ignore[attr-defined]  # as received
-        assert len(rig.blobs.objects) == 3  # type: ignore[attr-defined]
+        assert gz.wire_hash == hashlib.sha256(coded).hexdigest() != gz.content_hash
+        assert gz.wire_key is None and gz.wire_body == coded  # inline: no blob of its own
+        assert large.wire_hash == hashlib.sha256(big).hexdigest() and large.wire_body is None
+        assert large.wire_key is not None
+        assert decode_page(rig.blobs.objects[large.wire_key]) == big  # type: ignore[attr-defined]  # as received
+        assert len(rig.blobs.objects) == 4  # type: ignore[attr-defined]
     else:
-        assert gz.wire_hash is None and gz.wire_key is None
-        assert len(rig.blobs.objects) == 2  # type: ignore[attr-defined]
+        assert gz.wire_hash is None and gz.wire_key is None and gz.wire_body is None
+        assert large.wire_hash is None and large.wire_key is None
+        assert len(rig.blobs.objects) == 3  # type: ignore[attr-defined]
 
 
 def test_duplicate_body_is_carried_too(dns_server: TinyDNS, web: ScriptedHTTP) -> None:

@@ -4,10 +4,11 @@ ignored; a body that does not decode is dead-lettered whichever its source."""
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 
 import pytest
-from streamcrawl_contracts.messages import DeadLetter, FetchResult, ParsedPage
+from streamcrawl_contracts.messages import ARCHIVE_INLINE_MAX_BYTES, DeadLetter, FetchResult, ParsedPage
 from streamcrawl_contracts.topics import DEAD_LETTER, FETCH_RESULTS, PARSED
 from streamcrawl_core.simhash import from_signed64, simhash
 from streamcrawl_parser.handler import ParserHandler
@@ -132,8 +133,29 @@ def test_inline_body_is_used_without_reading_the_store() -> None:
     (page,) = _handle(ParserHandler(NoReads()), msg)
     (from_store,) = _handle(ParserHandler(blobs), msg.model_copy(update={"body_gz": None}))
     assert page.title == "T" and page.out_links == ["http://site.test/a"]
-    assert page.model_dump(exclude={"event_id", "occurred_at"}) == from_store.model_dump(
-        exclude={"event_id", "occurred_at"})
+    assert page.model_dump(exclude={"event_id", "occurred_at", "body_gz"}) == from_store.model_dump(
+        exclude={"event_id", "occurred_at", "body_gz"})
+    # the inline body goes on to the WARC writer (through dedup's archive record); one read from S3 does not
+    assert page.body_gz == encode_page(BODY) and from_store.body_gz is None
+    assert ParsedPage.model_validate_json(page.model_dump_json()).body_gz == page.body_gz
+
+
+def test_an_inline_body_is_passed_on_only_when_small_and_not_content_coded() -> None:
+    blobs = MemoryBlobStore()
+    big = BODY + b"<!-- " + random.Random(1).randbytes(40_000).hex().encode() + b" -->"  # over the cap
+    assert len(encode_page(big)) > ARCHIVE_INLINE_MAX_BYTES
+    (page,) = _handle(ParserHandler(NoReads()), _result(blobs, big, body_gz=encode_page(big)))
+    assert page.body_gz is None and page.title == "T"
+    # a content-coded response: the WARC writer records the wire bytes (wire_key), not this body
+    (coded,) = _handle(ParserHandler(NoReads()), _result(blobs, BODY, body_gz=encode_page(BODY),
+                                                         wire_key="pages/w.gz", wire_hash="ab" * 32))
+    assert coded.body_gz is None and coded.wire_key == "pages/w.gz"
+    # a small coded response's wire bytes travel in the result: passed on as they are, the page is not
+    wire = b"\x1f\x8b coded bytes"
+    (inline,) = _handle(ParserHandler(NoReads()), _result(blobs, BODY, body_gz=encode_page(BODY),
+                                                          wire_hash="cd" * 32, wire_body=wire))
+    assert inline.body_gz is None and inline.wire_key is None and inline.wire_body == wire
+    assert ParsedPage.model_validate_json(inline.model_dump_json()).wire_body == wire
 
 
 def test_without_inline_body_the_store_is_read_once() -> None:

@@ -5,6 +5,7 @@ replays (a fetch delivered again is published again, never written twice)."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import hashlib
 import io
 import json
@@ -55,6 +56,11 @@ def _record(offset: int, part: int = 0) -> Record:
 def _read(data: bytes) -> list[tuple[object, bytes]]:
     """(record, its content) of each record: ArchiveIterator streams, so content is read while iterating."""
     return [(r, r.content_stream().read()) for r in ArchiveIterator(io.BytesIO(data))]
+
+
+def _raw(data: bytes) -> list[tuple[object, bytes]]:
+    """(record, its payload as written: no content decoding) of each record."""
+    return [(r, r.raw_stream.read()) for r in ArchiveIterator(io.BytesIO(data))]
 
 
 def _files(store: MemoryBlobStore, ext: str) -> dict[str, bytes]:
@@ -211,6 +217,91 @@ def test_a_missing_body_is_a_poison_message(tmp_path: Path) -> None:
         with pytest.raises(PoisonMessage):
             await h.handle(_record(0), rec)
         await h.close()
+
+    asyncio.run(run())
+
+
+class _CountingStore(MemoryBlobStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.page_reads: list[str] = []
+
+    def get_page(self, key: str) -> bytes:
+        self.page_reads.append(key)
+        return super().get_page(key)
+
+
+@pytest.mark.parametrize("corrupt", [False, True])
+def test_an_inline_body_is_written_without_reading_the_blob_and_a_corrupt_one_falls_back_to_it(
+        tmp_path: Path, corrupt: bool) -> None:
+    async def run() -> None:
+        store = _CountingStore()
+        h = WarcHandler(store, WarcPolicy(spool_dir=tmp_path / "spool", max_file_age_s=0.2))
+        await h.on_assign([0])
+        body = b"<html>inline</html>"
+        rec = _rec(store, "e1", "http://h.test/a", body)
+        gz = b"not gzip at all" if corrupt else store.objects[rec.storage_key or ""]
+        # The record's own copy differs from the blob only when corrupt: the blob is then the one written.
+        (out,) = await _write(h, [ArchiveRecord.model_validate_json(
+            rec.model_copy(update={"body_gz": gz}).model_dump_json())])
+        await h.close()
+        assert store.page_reads == ([rec.storage_key] if corrupt else [])
+        (data,) = _files(store, ".warc.gz").values()
+        resp, payload = next((r, c) for r, c in _read(data) if r.rec_type == "response")
+        assert payload == body
+        assert resp.rec_headers.get_header("WARC-Payload-Digest") == sha256_digest(hashlib.sha256(body).hexdigest())
+        (msg,) = out
+        assert msg.value.warc_filename is not None
+
+    asyncio.run(run())
+
+
+def test_an_inline_body_is_not_used_for_a_content_coded_response(tmp_path: Path) -> None:
+    """With wire_key set the record holds the bytes as transferred (their own blob), not the page: an
+    inline copy of the page must not stand in for them."""
+    async def run() -> None:
+        store = _CountingStore()
+        h = WarcHandler(store, WarcPolicy(spool_dir=tmp_path / "spool", max_file_age_s=0.2))
+        await h.on_assign([0])
+        body = b"<html>page</html>"
+        wire = b"wire bytes"
+        rec = _rec(store, "e1", "http://h.test/a", body)
+        _digest, wkey, _new = store.put_page(wire)
+        rec = rec.model_copy(update={"body_gz": store.objects[rec.storage_key or ""], "wire_key": wkey,
+                                     "wire_hash": hashlib.sha256(wire).hexdigest()})
+        await _write(h, [rec])
+        await h.close()
+        assert store.page_reads == [wkey]
+
+    asyncio.run(run())
+
+
+def test_inline_wire_bytes_are_the_payload_and_a_coded_record_without_them_is_a_poison_message(
+        tmp_path: Path) -> None:
+    """A small content-coded response's bytes as transferred travel in the record (wire_body, no blob):
+    they are written as received, with no read; a coded record with neither wire_body nor wire_key is
+    dead-lettered rather than recorded with the decoded page under the received head."""
+    async def run() -> None:
+        store = _CountingStore()
+        h = WarcHandler(store, WarcPolicy(spool_dir=tmp_path / "spool", max_file_age_s=0.2))
+        await h.on_assign([0])
+        body = b"<html>page</html>"
+        wire = gzip.compress(body, mtime=0)
+        rec = _rec(store, "e1", "http://h.test/a", body).model_copy(
+            update={"wire_hash": hashlib.sha256(wire).hexdigest(), "wire_key": None, "wire_body": wire})
+        (out,) = await _write(h, [ArchiveRecord.model_validate_json(rec.model_dump_json())])
+        lost = rec.model_copy(update={"wire_body": None, "exchange": rec.exchange.model_copy(
+            update={"id": "e2"})})
+        with pytest.raises(PoisonMessage, match="without its wire body"):
+            await _write(h, [lost])
+        await h.close()
+        assert store.page_reads == []
+        (data,) = _files(store, ".warc.gz").values()
+        resp, payload = next((r, c) for r, c in _raw(data) if r.rec_type == "response")
+        assert payload == wire
+        assert resp.rec_headers.get_header("WARC-Payload-Digest") == sha256_digest(hashlib.sha256(wire).hexdigest())
+        (msg,) = out
+        assert msg.value.warc_filename is not None
 
     asyncio.run(run())
 

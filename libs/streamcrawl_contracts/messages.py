@@ -236,8 +236,9 @@ class FetchResult(Envelope):
     #: Those bytes themselves, instead of a blob, when a content coding was decoded and they are at most
     #: ARCHIVE_INLINE_MAX_BYTES (`wire_key` is then None): the fetcher neither stores them nor does the
     #: writer read them back. Optional (no bump), but it changes what `wire_key` None means when
-    #: `wire_hash` differs from `content_hash`, so a WARC writer must be upgraded before its fetchers (a
-    #: writer from before it dead-letters such a record instead of reading the wrong body: see its handler).
+    #: `wire_hash` differs from `content_hash`, so the WARC writer, parser and dedup must be upgraded
+    #: before the fetchers: a parser or dedup from before it drops the field, and the writer then
+    #: dead-letters the coded record that lost its wire body rather than record the decoded page.
     wire_body: bytes | None = Field(default=None, repr=False)
 
 

@@ -76,7 +76,7 @@ class RunLoop(LoopRebalance):
         self.cfg = config
         self.handler = handler
         self.readiness = readiness or Readiness(need_assignment=False)
-        self.producer = producer or host_keyed_producer(config.bootstrap)
+        self.producer = producer or host_keyed_producer(config.bootstrap, **{"linger.ms": config.linger_ms})
         self.consumer = Consumer({
             "bootstrap.servers": config.bootstrap,
             "group.id": config.group_id,

@@ -10,7 +10,8 @@ from confluent_kafka import Producer
 
 def host_keyed_config(bootstrap: str, **overrides: Any) -> dict[str, Any]:
     """The producer settings: Java-compatible murmur2 placement of keys (unkeyed records spread at
-    random), idempotent delivery, a short linger and lz4 batches. ``overrides`` win."""
+    random), idempotent delivery, a short linger and lz4 batches. ``overrides`` win: the services' run
+    loops pass their linger.ms (StackSettings.kafka_linger_ms, 20 ms); the control plane and tests keep 5."""
     return {
         "bootstrap.servers": bootstrap,
         "partitioner": "murmur2_random",  # partition_for(host, n) in streamcrawl_core.partition

@@ -23,6 +23,8 @@ class LoopConfig:
     #: anyway; those still running are cancelled (their work is replayed by the next owner). The fetcher's
     #: longest request is longer: a handover cuts it short rather than keeping the host waiting.
     revoke_drain_s: float = 30.0
+    #: The producer's linger.ms (StackSettings.kafka_linger_ms says why 20).
+    linger_ms: int = 20
     max_in_flight: int = 256
     resume_below: int = 128
     poll_batch: int = 500

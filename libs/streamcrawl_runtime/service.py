@@ -106,7 +106,7 @@ async def _serve(service: str, settings: S, build: Build[S], readiness: Readines
     options: dict[str, Any] = {"settle_heap": True, **wiring.loop}
     config = LoopConfig(service=service, group_id=settings.group_id, bootstrap=settings.stack.kafka_bootstrap,
                         subscriptions=wiring.subscriptions, group_protocol=settings.stack.kafka_group_protocol,
-                        **options)
+                        linger_ms=settings.stack.kafka_linger_ms, **options)
     loop = RunLoop(config, wiring.handler, readiness=readiness)
     readiness.checks = {"kafka": loop.kafka_check, **wiring.checks}
     readiness.engines = {name: "not probed yet" for name in readiness.checks}

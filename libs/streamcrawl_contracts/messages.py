@@ -105,6 +105,10 @@ class UrlCandidates(Envelope):
     #: A redirect target's chain: fingerprints of the URLs that redirected to it, first to last (its length
     #: is the hop count; streamcrawl_core.redirects), handed on to UrlMessage. Empty for links and seeds.
     redirect_chain: list[int] = Field(default_factory=list, max_length=16)
+    #: The frontier priority of these URLs (0 = first) when the sender knows better than the depth rule
+    #: (dedup's: a seed 0, else 1 + depth): a guessed /sitemap.xml that robots.txt did not declare comes
+    #: last (GUESSED_SITEMAP_PRIORITY). None: by depth. A consumer from before the field ignores it.
+    priority: int | None = Field(default=None, ge=0, le=9)
 
     @model_validator(mode="after")
     def _same_length(self) -> UrlCandidates:

@@ -170,7 +170,10 @@ class DedupHandler:
         if host in self.blocklist:
             _URL_DECISION("blocked").inc(len(batch.urls))
             return []
-        priority = 0 if batch.source_url.startswith("seed:") else min(9, 1 + batch.depth)
+        if batch.priority is not None:  # the sender's (a guessed /sitemap.xml: last)
+            priority = batch.priority
+        else:
+            priority = 0 if batch.source_url.startswith("seed:") else min(9, 1 + batch.depth)
         out: list[Output] = []
         admitted: list[tuple[int, str]] = []
         lastmods = batch.lastmods if len(batch.lastmods) == len(batch.urls) else [None] * len(batch.urls)

@@ -3,7 +3,8 @@ archive record (a 304 is a revisit of the URL's last capture; a redirect, an HTT
 are responses without a body, which the fetcher does not store); the archive records of the fetcher's
 own requests, robots.txt (every hop of its redirect chain) and the soft-404 probe, which are fetches too
 (Heritrix archives robots.txt the same way); and, on the lease that fetched robots.txt, its Sitemap: URLs
-and /sitemap.xml as candidate URLs (fetched like any other: robots.txt and politeness apply)."""
+and /sitemap.xml as candidate URLs (fetched like any other: robots.txt and politeness apply; a guessed
+/sitemap.xml last of the host's URLs)."""
 
 from __future__ import annotations
 
@@ -61,18 +62,36 @@ def archive_exchange(url: str, host: str, sent_at: float, resp: HttpResponse, ou
         wire_body=wire[2] if stored and wire else None))
 
 
+#: The frontier priority of a guessed /sitemap.xml (one robots.txt does not declare): the lowest, so the
+#: guess (a speculative request, answered 404 by most hosts) takes a politeness slot only when the host has
+#: no page left to fetch before it, rather than delaying its first pages by one delay. Declared sitemaps
+#: keep the discovery priority of depth 0. The cost: on a host whose queue never runs dry within its page
+#: budget, the guess waits until it does.
+GUESSED_SITEMAP_PRIORITY = 9
+
+
 def sitemap_candidates(res: FetchResult) -> list[Output]:
-    """robots.txt's Sitemap: URLs and the host's /sitemap.xml, one candidate message per target host, at
-    depth 0 (the discovery priority of a page one link from a seed)."""
+    """robots.txt's Sitemap: URLs, one candidate message per target host at depth 0 (the discovery
+    priority of a page one link from a seed), and the host's /sitemap.xml, unless declared, in a message of
+    its own at GUESSED_SITEMAP_PRIORITY."""
     origin = "/".join(res.url.split("/", 3)[:3])
     by_host: dict[str, dict[str, int]] = {}
-    for raw in [*res.sitemaps, origin + "/sitemap.xml"]:
+    for raw in res.sitemaps:
         try:
             # a relative Sitemap: line (not the protocol's form, but seen) is read against robots.txt's URL
             url, host, fp = url_identity(urljoin(origin + "/robots.txt", raw.strip()))
         except UrlError:
             continue
         by_host.setdefault(host, {}).setdefault(url, fp)
-    return [Output(URL_CANDIDATES, host, UrlCandidates(host=host, depth=0, source_url=f"robots:{res.url}",
-                                                       urls=list(g), url_fps=list(g.values())))
-            for host, g in by_host.items()]
+    source = f"robots:{res.url}"
+    out = [Output(URL_CANDIDATES, host, UrlCandidates(host=host, depth=0, source_url=source, urls=list(g),
+                                                      url_fps=list(g.values())))
+           for host, g in by_host.items()]
+    try:
+        url, host, fp = url_identity(origin + "/sitemap.xml")
+    except UrlError:
+        return out
+    if url not in by_host.get(host, {}):
+        out.append(Output(URL_CANDIDATES, host, UrlCandidates(host=host, depth=0, source_url=source, urls=[url],
+                                                              url_fps=[fp], priority=GUESSED_SITEMAP_PRIORITY)))
+    return out

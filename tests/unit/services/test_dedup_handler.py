@@ -104,6 +104,17 @@ def test_seed_candidate_gets_top_priority() -> None:
     assert out.value.priority == 0  # type: ignore[attr-defined]
 
 
+def test_a_candidates_own_priority_overrides_the_depth_rule() -> None:
+    rig = Rig()
+    url = "http://a.test/sitemap.xml"  # a guessed sitemap: the fetcher sends it at the lowest priority
+    c = UrlCandidates(host="a.test", depth=0, source_url="robots:http://a.test/robots.txt", urls=[url],
+                      url_fps=[url_fingerprint(url)], priority=9)
+    [out] = rig.run(rig.h.handle(rec("a.test"), c))
+    assert (out.value.priority, out.value.depth) == (9, 0)  # type: ignore[attr-defined]
+    [out] = rig.cand("http://a.test/p", depth=0, source="robots:http://a.test/robots.txt")
+    assert out.value.priority == 1  # type: ignore[attr-defined]  # none given: 1 + depth
+
+
 def test_same_url_again_is_dropped_from_memory_in_this_process_and_via_the_exact_store_after() -> None:
     rig = Rig()
     assert len(rig.cand("http://a.test/x")) == 1

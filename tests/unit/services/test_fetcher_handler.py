@@ -29,6 +29,7 @@ from streamcrawl_contracts.messages import (
 from streamcrawl_contracts.topics import ARCHIVE, FETCH_RESULTS, URL_CANDIDATES
 from streamcrawl_core.fingerprint import url_fingerprint
 from streamcrawl_core.robots import RobotsConfig
+from streamcrawl_fetcher.archive import GUESSED_SITEMAP_PRIORITY
 from streamcrawl_fetcher.dns import AddressNotAllowed, DnsError, Resolver, parse_networks
 from streamcrawl_fetcher.fetch import HttpFetcher, make_client
 from streamcrawl_fetcher.handler import FetcherHandler, FetchPolicy
@@ -1156,10 +1157,19 @@ def test_robots_fetch_sends_its_sitemaps_and_sitemap_xml_as_candidates(rig: Rig)
                                                b"Sitemap: http://other.test/s.xml\n")
     res = rig.run(rig.request("/page"))
     assert res.outcome == "robots_fetched" and [a.value.outcome for a in rig.archived] == ["robots_txt"]
-    got = {(o.key, tuple(o.value.urls), o.value.depth) for o in rig.extra}
+    got = {(o.key, tuple(o.value.urls), o.value.depth, o.value.priority) for o in rig.extra}
     base = f"http://{HOST}:{rig.web.port}"
-    assert ("other.test", ("http://other.test/s.xml",), 0) in got
-    assert (HOST, (f"{base}/maps/a.xml.gz", f"{base}/sitemap.xml"), 0) in got and len(got) == 2
+    assert ("other.test", ("http://other.test/s.xml",), 0, None) in got
+    assert (HOST, (f"{base}/maps/a.xml.gz",), 0, None) in got  # declared: the depth rule's priority
+    # the guess, which robots.txt did not declare, in a message of its own, at the lowest priority
+    assert (HOST, (f"{base}/sitemap.xml",), 0, GUESSED_SITEMAP_PRIORITY) in got and len(got) == 3
+
+
+def test_a_declared_sitemap_xml_is_not_also_sent_as_a_guess(rig: Rig) -> None:
+    rig.web.routes["/robots.txt"] = Reply(200, b"User-agent: *\nDisallow:\nSitemap: /sitemap.xml\n")
+    assert rig.run(rig.request("/page")).outcome == "robots_fetched"
+    base = f"http://{HOST}:{rig.web.port}"
+    assert [(tuple(o.value.urls), o.value.priority) for o in rig.extra] == [((f"{base}/sitemap.xml",), None)]
 
 
 def test_robots_txt_and_the_probe_are_archived_as_responses(rig: Rig) -> None:

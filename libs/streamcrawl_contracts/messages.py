@@ -167,10 +167,12 @@ class FetchResult(Envelope):
 
     One lease is one request to the host: when robots.txt is not cached, the fetcher fetches only
     robots.txt and answers `robots_fetched`; the frontier then re-queues the URL behind the politeness
-    delay, so the robots request and the page request are spaced like any two requests. Likewise, when the
-    host's answer to a random nonsense path is not known yet, the lease is spent on that probe and the
-    outcome is `probe_fetched` (`status` = the probe's status). `soft_404`: a 200 page whose body matches
-    the host's nonsense-path answer (a "not found" page served with 200); its body is not stored.
+    delay, so the robots request and the page request are spaced like any two requests. Likewise, when a
+    page looked like a "not found" page on a host whose answer to a random nonsense path is not known yet,
+    that page's outcome is `soft404_suspect` (nothing stored or published; the URL is re-queued) and the
+    host's next lease is spent on the probe, outcome `probe_fetched` (`status` = the probe's status).
+    `soft_404`: a 200 page whose body matches the host's nonsense-path answer (a "not found" page served
+    with 200); its body is not stored.
 
     Redirects (3xx with a Location; streamcrawl_core.redirects): `redirect` — `redirect_to` is queued as
     a URL of its own with this URL appended to its `redirect_chain`; `redirect_loop` — the target is this
@@ -200,7 +202,7 @@ class FetchResult(Envelope):
     kind: Kind = "discovery"
     lease_id: str
     outcome: Literal["fetched", "not_modified", "http_error", "network_error", "robots_disallowed",
-                     "robots_unavailable", "robots_fetched", "probe_fetched", "soft_404", "redirect",
+                     "robots_unavailable", "robots_fetched", "probe_fetched", "soft404_suspect", "soft_404", "redirect",
                      "redirect_loop", "redirect_limit", "redirect_refused", "dns_error", "blocked_address",
                      "lease_expired", "interrupted"]
     status: int | None = None

@@ -11,7 +11,10 @@
   signature of that body (SHA-256 of the text with tags, digits, the requested path and
   whitespace noise removed) and drop later pages with the same signature. Exact-signature
   matching is deliberate: it is cheap, self-contained and has no false positives on real pages;
-  near-duplicate detection across a host is SimHash's job elsewhere.
+  near-duplicate detection across a host is SimHash's job elsewhere. The probe costs the host a
+  politeness slot, so it is spent only once a page *looks* like a "not found" page
+  (``looks_soft404``: the title, the headings or the text after the first heading say so, in one of
+  ~15 languages); a soft-404 template that says nothing of the kind is not caught.
 
 Reasons returned: ``"too_long"``, ``"too_deep"``, ``"repeated_segment"``, ``"query_explosion"``,
 ``"malformed"`` (URL that cannot be parsed).
@@ -35,6 +38,7 @@ __all__ = [
     "TrapReason",
     "check_url",
     "is_soft404",
+    "looks_soft404",
     "soft404_echoes",
     "soft404_probe_path",
     "soft404_signature",
@@ -234,3 +238,74 @@ def is_soft404(signature: int, host_signature: int | None) -> bool:
     ``host_signature`` is None when the host answered the nonsense probe with a real 404.
     """
     return host_signature is not None and signature == host_signature
+
+
+# What "not found" pages say, lower case. Phrases are matched as substrings (so "no encontrad" covers
+# -o/-a/-os); single words only as whole words (_NOT_FOUND_WORDS: "error" is not "terror"; Turkish "hata"
+# is left out, being a common syllable pair, and its "bulunamad" kept). Broad on purpose: a false match
+# costs one probe and one refetch on that host, once per robots.txt lifetime; a miss lets that host's soft
+# 404s through until a page that does match comes by.
+_NOT_FOUND_PHRASES = (
+    # en
+    "not found", "cannot be found", "can't be found", "can\u2019t be found", "could not be found",
+    "couldn't find", "couldn\u2019t find", "can't find", "can\u2019t find", "cannot find", "unable to find",
+    "doesn't exist", "doesn\u2019t exist", "does not exist", "no longer exists", "no longer available",
+    "page you requested", "page you were looking for", "page you are looking for", "nothing here",
+    "nothing was found", "missing page", "page is missing",
+    # de, fr, es, it, pt, nl, pl, cs, sv/da/no, tr
+    "nicht gefunden", "existiert nicht", "introuvable", "n'existe pas", "n\u2019existe pas", "non trouv",
+    "no encontrad", "no existe", "no se encuentra", "no se pudo encontrar", "non trovat", "non esiste",
+    "não encontrad", "nao encontrad", "não existe", "niet gevonden", "bestaat niet", "nie znaleziono",
+    "nie istnieje", "nenalezen", "neexistuje", "hittades inte", "finns inte", "ikke fundet", "ikke funnet",
+    "finnes ikke", "bulunamad",
+    # ru, uk, ar, he, ja, zh, ko
+    "не найден", "не существует", "не знайден", "غير موجود", "לא נמצא", "見つかりません", "存在しません",
+    "找不到", "不存在", "未找到", "찾을 수 없",
+)
+_NOT_FOUND_WORDS = frozenset({"404", "oops", "error", "fehler", "erreur", "errore", "erro", "błąd",
+                              "ошибка", "помилка"})
+_WORD_RE = re.compile(r"\w+")
+#: The elements read whole (their first 300 characters, at most 8 of each): where "not found" is said.
+_NAMED = ("title", "h1", "h2", "h3")
+_NAMED_CHARS = 300
+#: Markup-free text read after the first heading (or from the body's start when there is none): where a
+#: page that keeps the site's title and headings puts its "we could not find that page".
+_LEAD_CHARS = 1000
+#: Only so much of a page is read: the title and the message come early, a long page is not the case.
+_SCAN_CHARS = 64 * 1024
+
+
+def looks_soft404(html: str) -> bool:
+    """True if an HTML (or text) page may be a "not found" page: its title, an h1-h3 heading or the first
+    ~1,000 characters of text after its first heading (or body start) carry a "not found" phrase.
+
+    This decides only whether a host is worth its nonsense-path probe (see the module docstring): the
+    verdict on the page itself is still ``is_soft404``'s, against the probe's signature. It runs on every
+    page of a host not probed yet, so it finds elements with str.find rather than regular expressions.
+    """
+    low = html[:_SCAN_CHARS].lower()
+    parts: list[str] = []
+    first_heading = len(low)
+    for name in _NAMED:
+        at, seen = low.find("<" + name), 0
+        while at != -1 and seen < 8:
+            gt = low.find(">", at)
+            if gt == -1:
+                break
+            if name != "title":
+                first_heading = min(first_heading, gt + 1)
+            end = low.find("</" + name, gt, gt + 1 + _NAMED_CHARS)
+            parts.append(low[gt + 1:end if end != -1 else gt + 1 + _NAMED_CHARS])
+            at, seen = low.find("<" + name, gt), seen + 1
+    if first_heading == len(low):
+        body = low.find("<body")
+        first_heading = low.find(">", body) + 1 if body != -1 else 0
+    lead = low[first_heading:first_heading + 3 * _LEAD_CHARS]
+    if "<script" in lead or "<style" in lead:
+        lead = _SCRIPT_RE.sub(" ", lead)
+    parts.append(" ".join(_TAG_RE.sub(" ", lead).split())[:_LEAD_CHARS])
+    text = " ".join(_TAG_RE.sub(" ", " ".join(parts)).split())
+    # A loop of substring tests: several times faster than one regular expression of ~70 alternatives.
+    if any(phrase in text for phrase in _NOT_FOUND_PHRASES):
+        return True
+    return not _NOT_FOUND_WORDS.isdisjoint(_WORD_RE.findall(text))

@@ -29,7 +29,8 @@ PAGE_DECISIONS = "streamcrawl_dedup_pages_total"
 RECRAWL_DUE = "streamcrawl_recrawl_due"
 
 #: Outcomes that are not failures (the rest are counted under `errors`, by class).
-OK_OUTCOMES = frozenset({"fetched", "not_modified", "redirect", "robots_fetched", "probe_fetched"})
+OK_OUTCOMES = frozenset({"fetched", "not_modified", "redirect", "robots_fetched", "probe_fetched",
+                         "soft404_suspect"})
 #: A summary older than this is from a frontier that no longer owns the partition (or is gone).
 SUMMARY_MAX_AGE_S = 60.0
 

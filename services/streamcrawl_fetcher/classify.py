@@ -23,7 +23,7 @@ from prometheus_client import Counter
 from streamcrawl_contracts.messages import ARCHIVE_INLINE_MAX_BYTES, FetchRequest, FetchResult, HttpExchange
 from streamcrawl_core.politeness import parse_retry_after
 from streamcrawl_core.redirects import redirect_verdict
-from streamcrawl_core.traps import is_soft404, soft404_echoes, soft404_signature
+from streamcrawl_core.traps import is_soft404, looks_soft404, soft404_echoes, soft404_signature
 from streamcrawl_runtime.ports.blobs import BlobStore
 
 from streamcrawl_fetcher.ports import HttpResponse
@@ -124,6 +124,19 @@ def is_text(content_type: str | None) -> bool:
         return True
     mime = content_type.split(";", 1)[0].strip().lower()
     return mime.startswith("text/") or mime in ("", "application/xhtml+xml")
+
+
+#: The head of a body that looks_suspect reads (looks_soft404 reads 64 Ki characters at most).
+_SUSPECT_SCAN_BYTES = 64 * 1024
+
+
+def looks_suspect(resp: HttpResponse) -> bool:
+    """A 200 text answer that looks like a "not found" page (streamcrawl_core.traps.looks_soft404): on a host
+    not probed yet, the reason to probe it. Cheap (tens of microseconds), so run on the event loop."""
+    if resp.status != 200:
+        return False
+    content_type = resp.headers.get("content-type")
+    return is_text(content_type) and looks_soft404(body_text(resp.body[:_SUSPECT_SCAN_BYTES], content_type))
 
 
 def body_text(body: bytes, content_type: str | None) -> str:

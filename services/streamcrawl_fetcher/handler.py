@@ -7,15 +7,22 @@ robots_disallowed and robots_fetched (robots.txt was not cached, so this lease w
 frontier re-queues).
 With `status` on robots_* results = the robots.txt status when it was fetched for this request.
 
-Soft 404s: once robots.txt is known, a host whose answer to a nonsense path is not known yet gets that
-probe (`/streamcrawl-probe-<16 random hex>.html`) instead of any page but its home page (`/`, which is
-fetched at once and never classified: a site's root is its own content): one lease, one request, outcome
-probe_fetched (`status` = the probe's status), and the frontier re-queues the page. A 200 text answer is
-stored as the host's signature (streamcrawl_core.traps.soft404_signature, request path echoes removed);
-anything else (404, other status, non-text, no answer) as "none", so the host is not probed again until
-its robots.txt is re-fetched. No probe when robots.txt disallows the probe path (the host counts as "none")
-nor when robots.txt is unavailable (no page is requested then either). Afterwards each 200 text page of a
-host with a signature is signed the same way; a match is outcome soft_404, and its body is not stored.
+Soft 404s: a host is probed with a nonsense path (`/streamcrawl-probe-<16 random hex>.html`) only once one
+of its pages looks like a "not found" page (streamcrawl_core.traps.looks_soft404: the title, a heading or
+the text after the first heading says so), so most hosts, which answer unknown paths with a real 404, never
+spend a politeness slot on it. Until then pages are fetched and published as they come (the home page `/`,
+a site's own content, is never looked at). A page that looks like one is held back: outcome
+soft404_suspect, nothing stored, parsed or published (its response is archived), and the host's next lease
+goes to the probe: one lease, one request, outcome probe_fetched (`status` = the probe's status); the
+frontier re-queues the page both times. A 200 text answer is stored as the host's signature
+(streamcrawl_core.traps.soft404_signature, request path echoes removed); anything else (404, other status,
+non-text, no answer) as "none", so the host is not probed again until its robots.txt is re-fetched. No
+probe when robots.txt disallows the probe path (the host counts as "none") nor when robots.txt is
+unavailable (no page is requested then either). Afterwards each 200 text page of a host with a signature
+is signed the same way; a match is outcome soft_404, and its body is not stored. The cost of probing late:
+a soft-404 template that says nothing like "not found" (in the ~15 languages looks_soft404 knows) is not
+caught, nor are the soft 404s of a host published before one of its pages looked like one. With the
+policy's soft404_probe = "always" every host is probed before any page but its home page instead.
 
 Crash safety: right before each request to a host (robots.txt, probe or page) the fetcher writes the
 lease it is spent under and the time (host_state.started_lease), and after the exchange the lease it
@@ -42,7 +49,7 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from prometheus_client import Counter, Histogram
@@ -58,7 +65,7 @@ from streamcrawl_runtime.ports.loop import Output, Record, StatelessHandler
 from streamcrawl_runtime.ports.state import FetcherState, FetchOutcome, LeaseMarks
 
 from streamcrawl_fetcher.archive import archive_exchange, archive_result, sitemap_candidates
-from streamcrawl_fetcher.classify import body_text, classify, is_text, store_wire
+from streamcrawl_fetcher.classify import body_text, classify, is_text, looks_suspect, store_wire
 from streamcrawl_fetcher.exchanges import ExchangeLog
 from streamcrawl_fetcher.outcomes import (
     conditional_headers,
@@ -75,7 +82,7 @@ from streamcrawl_fetcher.settings import DEFAULT_INLINE_BODY_MAX_BYTES
 log = logging.getLogger("streamcrawl.fetcher")
 
 
-NO_SOFT404_YET = "home-first"  # the host's answer is not known yet, and the home page is not classified
+NO_SOFT404_YET = "not-probed"  # the host's answer is not known (no page has looked like a soft 404 yet)
 
 REPLAYS_SKIPPED = Counter("streamcrawl_fetcher_replays_skipped",
                           "Replayed requests whose lease this fetcher had already finished (before a crash)")
@@ -88,6 +95,9 @@ FETCH_SECONDS = Histogram("streamcrawl_fetcher_fetch_seconds", "Page request wal
 BODY_BYTES = Counter("streamcrawl_fetcher_body_bytes", "Decoded body bytes downloaded")
 OWN_BODY_STORE_FAILURES = Counter("streamcrawl_fetcher_archive_body_store_failures",
                                   "robots.txt or probe bodies that could not be stored (archived without them)")
+SOFT404_SUSPECTS = Counter("streamcrawl_fetcher_soft404_suspects",
+                           "Pages that looked like a \"not found\" page on a host not probed yet (held back, "
+                           "the host probed first)")
 SOFT404_PROBES = Counter("streamcrawl_fetcher_soft404_probes",
                          "Soft-404 probe answers: signature, none (no soft 404s) or disallowed (not probed)",
                          ["answer"])
@@ -106,6 +116,10 @@ class FetchPolicy:
     lease_guard_s: float = 5.0
     warc: bool = True  # archive records of fetches that leave nothing to parse (see archive.py)
     sitemaps: bool = True  # robots.txt's Sitemap: URLs and /sitemap.xml become candidate URLs
+    # When a host gets its soft-404 probe: "suspect", once one of its pages looks like a "not found" page
+    # (most hosts never pay the probe's politeness slot); "always", before any page but the home page (a
+    # slot on every host, and soft-404 templates that say nothing like "not found" are caught too).
+    soft404_probe: Literal["suspect", "always"] = "suspect"
 
 
 # Sitemap: lines of one robots.txt passed on (a hostile file may list thousands).
@@ -317,26 +331,32 @@ class FetcherHandler(StatelessHandler):
             return result("robots_fetched", **robots_fields)
 
         soft404 = await self.robots.soft404(req.host)
-        if soft404 is None and urlsplit(url).path == "/" and not urlsplit(url).query:
-            # A host's home page is its own content, never a "not found" answer: it goes first, so a new
-            # host's first page does not wait a politeness delay behind the probe, and its links are found a
-            # slot earlier. The probe takes the host's next lease (before any other page).
-            soft404 = NO_SOFT404_YET
-        elif soft404 is None:
-            probe_path = soft404_probe_path(secrets.token_hex(8))
-            if rules.allowed(origin + probe_path):
-                # Like robots.txt: this lease is spent on the probe, the page waits for its next turn.
-                if (why := await turn()) is not None:
-                    return too_late(why)
-                return await self._probe(req, origin + probe_path, probe_path, delay, result, archive)
-            soft404 = NO_SOFT404  # robots.txt forbids the probe: no signature, the page goes on
-            SOFT404_PROBES.labels("disallowed").inc()
-            await self.robots.put_soft404(req.host, soft404)
+        suspect_check = False
+        parts = urlsplit(url)
+        home = parts.path == "/" and not parts.query
+        if soft404 is None:
+            if self.robots.probe_wanted(req.host) or (self.policy.soft404_probe == "always" and not home):
+                probe_path = soft404_probe_path(secrets.token_hex(8))
+                if rules.allowed(origin + probe_path):
+                    # A page of this host looked like a "not found" page (or every host is probed): like
+                    # robots.txt, this lease is spent on the probe, and the page waits for its next turn.
+                    if (why := await turn()) is not None:
+                        return too_late(why)
+                    return await self._probe(req, origin + probe_path, probe_path, delay, result, archive)
+                soft404 = await self._probe_disallowed(req.host)
+            else:
+                # Not probed, and nothing has looked like a "not found" page yet: the page goes now rather
+                # than one politeness delay behind a probe (most hosts serve real 404s). Should it look like
+                # one, it is held back (soft404_suspect) and the host probed first. A host's home page (`/`)
+                # is its own content, never a "not found" answer, and is not looked at.
+                soft404 = NO_SOFT404_YET
+                suspect_check = not home
         host_signature = None if soft404 in (NO_SOFT404, NO_SOFT404_YET) else int(soft404, 16)
 
         headers = await conditional_headers(self.state, req)
         if (why := await turn()) is not None:
             return too_late(why)
+        sent_at = self.clock()
         t0 = time.perf_counter()
         try:
             resp = await self.http.get(req.url, self.policy.max_body_bytes, headers)
@@ -356,6 +376,10 @@ class FetcherHandler(StatelessHandler):
         FETCH_SECONDS.observe(fetch_s)
         BODY_BYTES.inc(len(resp.body))
         STATUS.labels(f"{resp.status // 100}xx").inc()
+        if suspect_check and looks_suspect(resp):
+            if rules.allowed(origin + soft404_probe_path(secrets.token_hex(8))):
+                return await self._suspect(req, resp, sent_at, fetch_s, ended, delay, result, archive)
+            await self._probe_disallowed(req.host)  # no probe to wait for: the page is judged as it is
         return await classify(req, resp, fetch_s, ended, delay, result, blobs=self.blobs,
                               inline_body_max_bytes=self.policy.inline_body_max_bytes,
                               max_redirect_hops=self.policy.max_redirect_hops, clock=self.clock,
@@ -383,6 +407,25 @@ class FetcherHandler(StatelessHandler):
             return []
         archived = archive_exchange(url, host, sent_at, resp, outcome, stored, wire)
         return [archived] if archived is not None else []
+
+    async def _probe_disallowed(self, host: str) -> str:
+        """robots.txt forbids the probe path: the host has no signature (until its next robots.txt)."""
+        SOFT404_PROBES.labels("disallowed").inc()
+        await self.robots.put_soft404(host, NO_SOFT404)
+        return NO_SOFT404
+
+    async def _suspect(self, req: FetchRequest, resp: HttpResponse, sent_at: float, fetch_s: float,
+                       ended: float, delay: float | None, result: Callable[..., FetchResult],
+                       archive: list[Output] | None) -> FetchResult:
+        """A page that looks like a "not found" page on a host not probed yet: not stored, parsed or
+        published; the host's next lease goes to the probe and the page is fetched again after it (the
+        frontier re-queues it as for probe_fetched), to be judged against the probe's signature."""
+        self.robots.want_probe(req.host)
+        SOFT404_SUSPECTS.inc()
+        if archive is not None and self.policy.warc:
+            archive.extend(await self._archive_own(req.url, sent_at, resp, "soft404_suspect", True))
+        return result("soft404_suspect", status=resp.status, fetch_s=fetch_s, crawl_delay_s=delay, ended_at=ended,
+                      error="looks like a \"not found\" page: the host is probed first, the page fetched again")
 
     async def _probe(self, req: FetchRequest, probe_url: str, probe_path: str, delay: float | None,
                      result: Callable[..., FetchResult], archive: list[Output] | None = None) -> FetchResult:

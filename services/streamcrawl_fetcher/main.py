@@ -38,7 +38,7 @@ def build_handler(settings: FetcherSettings, state: FetcherState, blobs: BlobSto
     policy = FetchPolicy(max_body_bytes=settings.max_body_bytes, robots_max_bytes=robots_cfg.max_bytes,
                          robots_max_redirects=robots_cfg.max_redirects,
                          inline_body_max_bytes=settings.inline_body_max_bytes, warc=settings.warc,
-                         sitemaps=settings.sitemaps)
+                         sitemaps=settings.sitemaps, soft404_probe=settings.soft404_probe)
 
     async def fetch_robots(url: str, hops: RobotsHops) -> tuple[int | None, bytes | None]:
         # Redirect hops of robots.txt are spaced by the same politeness rule as any two requests.

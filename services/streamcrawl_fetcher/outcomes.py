@@ -23,7 +23,8 @@ URL_STATUS = {"not_modified": "fetched", "redirect": "redirected", "redirect_loo
               "redirect_limit": "redirect_limit", "redirect_refused": "redirect_refused",
               "robots_disallowed": "disallowed", "robots_unavailable": "disallowed", "soft_404": "soft404",
               "blocked_address": "blocked"}
-NO_URL_STATUS = frozenset({"fetched", "robots_fetched", "probe_fetched", "lease_expired", "interrupted"})
+NO_URL_STATUS = frozenset({"fetched", "robots_fetched", "probe_fetched", "soft404_suspect", "lease_expired",
+                           "interrupted"})
 
 
 def url_status(outcome: str) -> str | None:

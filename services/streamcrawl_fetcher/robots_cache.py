@@ -10,7 +10,8 @@ fetched from the scheme and port of the first URL seen for that host.
 
 The host's answer to the soft-404 probe (see handler.py) lives next to its rules, with the same lifetime:
 a fresh robots.txt (`refresh`) forgets it here and in host_state (host_put_robots clears the column), so
-each host is probed once per robots.txt lifetime (24 h by default).
+each host is probed at most once per robots.txt lifetime (24 h by default), and only once one of its
+pages has looked like a "not found" page (`want_probe`).
 """
 
 from __future__ import annotations
@@ -57,10 +58,23 @@ class RobotsCache:
         self.max_entries = max_entries
         self._mem: OrderedDict[str, RobotsRules] = OrderedDict()
         self._soft404: dict[str, str] = {}  # host -> probe answer; evicted with the host's rules
+        # Hosts not probed yet one of whose pages looked like a "not found" page: their next lease goes to
+        # the probe. Memory only: lost on a restart or a partition move, the page is fetched again, looks
+        # the same and asks again (one request more, on that host only).
+        self._probe_wanted: set[str] = set()
 
     def forget(self, host: str) -> None:
         self._mem.pop(host, None)
         self._soft404.pop(host, None)
+        self._probe_wanted.discard(host)
+
+    def want_probe(self, host: str) -> None:
+        """A page of `host` looked like a "not found" page: probe the host before its next page."""
+        if host in self._mem:  # the rules were just used: the mark is evicted with them
+            self._probe_wanted.add(host)
+
+    def probe_wanted(self, host: str) -> bool:
+        return host in self._probe_wanted
 
     async def cached(self, host: str, now: float) -> RobotsRules | None:
         """Rules for `host` from memory or host_state, or None when robots.txt must be (re)fetched.
@@ -96,6 +110,7 @@ class RobotsCache:
         self._remember(host, rules)
         if not rules.stale_fallback:
             self._soft404.pop(host, None)  # new rules, new probe (persist clears host_state's copy)
+            self._probe_wanted.discard(host)
         return rules
 
     async def persist(self, host: str, rules: RobotsRules) -> None:
@@ -129,6 +144,7 @@ class RobotsCache:
         """Remember the host's probe answer (memory and host_state)."""
         if not _valid_soft404(value):
             raise ValueError(f"soft-404 answer must be {NO_SOFT404!r} or 16 hex digits, got {value!r}")
+        self._probe_wanted.discard(host)
         if host in self._mem:
             self._soft404[host] = value
         try:
@@ -159,6 +175,7 @@ class RobotsCache:
         while len(self._mem) > self.max_entries:
             evicted, _ = self._mem.popitem(last=False)
             self._soft404.pop(evicted, None)
+            self._probe_wanted.discard(evicted)
 
 
 def _valid_soft404(value: str) -> bool:

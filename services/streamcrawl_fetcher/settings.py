@@ -3,7 +3,7 @@ robots.txt redirect hops) and the Crawl-delay cap are the shared `PolitenessSett
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 from streamcrawl_core.addresses import parse_networks
@@ -59,6 +59,10 @@ class FetcherSettings(ServiceSettings):
     warc: bool = True
     #: robots.txt's Sitemap: lines and each host's /sitemap.xml become URLs (fetched, parsed, followed).
     sitemaps: bool = True
+    #: When a host gets its soft-404 probe (a request for a nonsense path, one politeness slot): "suspect",
+    #: once one of its pages looks like a "not found" page; "always", before any page but its home page
+    #: (a slot on every host; also catches soft-404 templates that say nothing like "not found").
+    soft404_probe: Literal["suspect", "always"] = "suspect"
 
     robots_max_age_s: float = 86400.0
     robots_unreachable_retry_s: float = 3600.0

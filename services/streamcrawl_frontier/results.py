@@ -22,8 +22,9 @@ RETRIED = Counter("streamcrawl_frontier_retried_total", "Fetches re-queued after
 #: are answers. The host's back-off (politeness) spaces the retries.
 RETRY_STATUSES = frozenset({429, 503})
 MAX_ATTEMPTS = 5
-#: Outcomes whose lease was spent on robots.txt or the soft-404 probe: the page itself is still to fetch.
-LEASE_WITHOUT_PAGE = frozenset({"robots_fetched", "probe_fetched"})
+#: Outcomes whose lease was spent on robots.txt or the soft-404 probe, or on a page held back until its host
+#: is probed (soft404_suspect): the page itself is still to fetch.
+LEASE_WITHOUT_PAGE = frozenset({"robots_fetched", "probe_fetched", "soft404_suspect"})
 #: The weight of each result in the running average of the time from grant to the fetcher's start.
 START_DELAY_WEIGHT = 0.05
 

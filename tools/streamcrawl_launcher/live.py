@@ -25,7 +25,8 @@ from streamcrawl_runtime.observe import History, by_label, total
 from streamcrawl_launcher.crawl import Crawl, Progress
 
 RESULTS = "streamcrawl_fetcher_results_total"
-OK_OUTCOMES = frozenset({"fetched", "not_modified", "redirect", "robots_fetched", "probe_fetched"})
+OK_OUTCOMES = frozenset({"fetched", "not_modified", "redirect", "robots_fetched", "probe_fetched",
+                         "soft404_suspect"})
 #: The window of "current" pages/s.
 SHORT_S = 10.0
 

@@ -167,13 +167,13 @@ CASES: tuple[Case, ...] = (
        "the first 500 KiB are parsed (RFC 9309): /private/ stays disallowed", host="robots-big.hostile.test",
        path="/", robots=True, then=("/private/x", "robots_disallowed")),
     _c("robots-binary", "robots.txt of random binary bytes", "robots_fetched", "no rules: everything allowed",
-       host="robots-bin.hostile.test", path="/", robots=True, then=("/private/x", "probe_fetched")),
+       host="robots-bin.hostile.test", path="/", robots=True, then=("/private/x", "fetched")),
     _c("robots-bom", "robots.txt starting with a UTF-8 BOM, 'Disallow: /private/'", "robots_fetched",
        "the BOM is skipped: /private/ disallowed", host="robots-bom.hostile.test", path="/", robots=True,
        then=("/private/x", "robots_disallowed")),
     _c("robots-redirect-loop", "robots.txt redirects to itself", "robots_fetched",
        "the loop stops after one hop; a redirect left over counts as unavailable (4xx): everything allowed",
-       host="robots-loop.hostile.test", path="/", robots=True, then=("/private/x", "probe_fetched")),
+       host="robots-loop.hostile.test", path="/", robots=True, then=("/private/x", "fetched")),
 )
 
 

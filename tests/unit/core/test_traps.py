@@ -12,6 +12,7 @@ from streamcrawl_core.traps import (
     TrapConfig,
     check_url,
     is_soft404,
+    looks_soft404,
     soft404_echoes,
     soft404_probe_path,
     soft404_signature,
@@ -200,3 +201,55 @@ class TestSoft404:
         assert b.used("h", 8) == 0
         with pytest.raises(ValueError):
             b.set_used("h", 8, -1)
+
+
+class TestLooksSoft404:
+    """Whether a page is worth its host's probe: what "not found" pages say, where they say it."""
+
+    @pytest.mark.parametrize("html", [
+        "<html><head><title>Page not found</title></head><body><p>Sorry.</p></body></html>",
+        "<html><head><title>Acme Corp</title></head><body><nav>Home Shop</nav><h1>Oops!</h1></body></html>",
+        "<html><head><title>Acme</title></head><body><h1>Acme</h1><p>We couldn\u2019t find that page.</p>",
+        "<html><body><H2 class='x'>Error 404</H2></body></html>",  # upper-case markup
+        "<html><body><main><p>The page you requested does not exist.</p></main></body></html>",  # no heading
+        "<title>Seite nicht gefunden</title>",
+        "<title>Page introuvable</title>",
+        "<h1>Página no encontrada</h1>",
+        "<h1>Страница не найдена</h1>",
+        "<p>お探しのページは見つかりません</p>",
+        "<title>页面不存在</title>",
+        "Not Found",  # a text/plain answer
+    ])
+    def test_not_found_pages_look_like_it(self, html: str) -> None:
+        assert looks_soft404(html)
+
+    def test_the_message_after_the_first_heading_of_a_long_template(self) -> None:
+        nav = "<ul>" + "".join(f"<li><a href='/s/{i}'>Section {i}</a></li>" for i in range(300)) + "</ul>"
+        page = f"<html><head><title>Acme</title></head><body>{nav}<h1>Acme</h1><p>Nothing here, sorry.</p>"
+        assert looks_soft404(page + "<footer>" + "x " * 5000 + "</footer></body></html>")
+
+    @pytest.mark.parametrize("html", [
+        "<html><head><title>Page 3</title></head><body><h1>Page 3</h1><p>stream kafka offset</p></body></html>",
+        "<html><body><h1>Home</h1><p>Welcome.</p></body></html>",
+        "<html><body><p>Errors and retries: a terror of a chapter.</p></body></html>",  # words, not pieces
+        "<html><head><title",  # cut short inside a tag
+        "",
+    ])
+    def test_ordinary_pages_do_not(self, html: str) -> None:
+        assert not looks_soft404(html)
+
+    def test_words_deep_in_an_article_are_not_read(self) -> None:
+        """Only the title, the headings and the text right after the first heading: an article that
+        mentions "not found" in its 20th paragraph is no reason to probe its host."""
+        body = "<p>Streams and partitions.</p>" * 200 + "<p>The key was not found in the table.</p>"
+        assert not looks_soft404(f"<html><head><title>Kafka</title></head><body><h1>Kafka</h1>{body}</body></html>")
+
+    def test_a_template_that_says_nothing_of_the_kind_is_missed(self) -> None:
+        """The known limit: a soft-404 page in words the list does not know gives no reason to probe."""
+        assert not looks_soft404("<html><head><title>Acme</title></head><body><h1>Hmm.</h1>"
+                                 "<p>Try the search box.</p></body></html>")
+
+    def test_the_synthetic_webs_soft404_template_looks_like_it(self) -> None:
+        from streamcrawl_synthweb.pages import render_soft404
+
+        assert looks_soft404(render_soft404().body.decode())

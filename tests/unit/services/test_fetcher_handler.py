@@ -71,7 +71,9 @@ def web() -> Iterator[ScriptedHTTP]:
 class Rig:
     def __init__(self, dns_port: int, web: ScriptedHTTP, max_body: int = 10 * 1024 * 1024,
                  read_timeout: float = 5.0, blobs: object | None = None,
-                 inline_max: int = DEFAULT_INLINE_BODY_MAX_BYTES) -> None:
+                 inline_max: int = DEFAULT_INLINE_BODY_MAX_BYTES, soft404_probe: str = "always") -> None:
+        # "always" (probe every host before its pages): the probe's own tests below; the default policy
+        # ("suspect": probe once a page looks like a "not found" page) has its tests of its own
         self.web = web
         self.state = MemoryCrawlState()
         self.blobs = blobs or MemoryBlobStore()
@@ -84,7 +86,8 @@ class Rig:
 
         self.robots = RobotsCache(self.state, fetch_robots, RobotsConfig())  # type: ignore[arg-type]
         self.handler = FetcherHandler(self.http, self.robots, self.state, self.blobs,  # type: ignore[arg-type]
-                                      FetchPolicy(max_body_bytes=max_body, inline_body_max_bytes=inline_max))
+                                      FetchPolicy(max_body_bytes=max_body, inline_body_max_bytes=inline_max,
+                                                  soft404_probe=soft404_probe))  # type: ignore[arg-type]
 
     def url(self, path: str, host: str = HOST) -> str:
         return f"http://{host}:{self.web.port}{path}"
@@ -1032,6 +1035,99 @@ def test_home_page_goes_before_the_probe_and_is_not_classified(rig: Rig) -> None
     assert rig.run(rig.request("/docs/missing.html")).outcome == "soft_404"
     assert rig.run(rig.request("/?q=1")).outcome == "soft_404"  # only the bare root skips the check
     assert len(rig.web.probes()) == 1
+
+
+# ------------------------------------------------------------------ the default: probe on suspicion
+
+
+@pytest.fixture
+def lazy(dns_server: TinyDNS, web: ScriptedHTTP) -> Rig:
+    """The default policy: a host is probed only once one of its pages looks like a "not found" page."""
+    rig = Rig(dns_server.port, web, soft404_probe="suspect")
+    rig.allow_all(soft404=None)  # robots.txt known, the host not probed
+    return rig
+
+
+def suspects_total() -> float:
+    return REGISTRY.get_sample_value("streamcrawl_fetcher_soft404_suspects_total") or 0.0
+
+
+def test_the_default_policy_is_to_probe_on_suspicion() -> None:
+    assert FetchPolicy().soft404_probe == "suspect" and FetcherSettings().soft404_probe == "suspect"
+    handler = build_handler(FetcherSettings(soft404_probe="always"), MemoryCrawlState(), MemoryBlobStore())
+    assert handler.policy.soft404_probe == "always"
+
+
+def test_pages_that_do_not_look_like_not_found_go_without_a_probe(lazy: Rig) -> None:
+    """Most hosts answer unknown paths with a real 404: their pages never wait a delay behind a probe."""
+    for path in ("/a.html", "/b.html"):
+        lazy.web.routes[path] = Reply(200, b"<html><head><title>Kafka</title></head><body><h1>Streams</h1>"
+                                           b"<p>Partitions and offsets.</p></body></html>", HTML)
+        res = lazy.run(lazy.request(path))
+        assert res.outcome == "fetched" and res.storage_key is not None
+    assert lazy.web.probes() == [] and lazy.web.pages() == ["/a.html", "/b.html"]
+    assert lazy.state.hosts[HOST].soft404_signature is None  # still unknown: probed when a page asks for it
+
+
+def test_a_page_that_looks_like_not_found_is_held_back_until_the_host_is_probed(lazy: Rig) -> None:
+    soft404_host(lazy.web)
+    lazy.web.routes["/real.html"] = Reply(200, b"<html><body><h1>Real</h1><p>Content.</p></body></html>", HTML)
+    assert lazy.run(lazy.request("/real.html")).outcome == "fetched"  # no suspicion yet, no probe
+    before = suspects_total()
+    held = lazy.run(lazy.request("/docs/missing.html"))
+    assert held.outcome == "soft404_suspect" and held.status == 200 and held.storage_key is None
+    assert held.fetch_s > 0 and "probed first" in (held.error or "")
+    assert suspects_total() == before + 1 and lazy.robots.probe_wanted(HOST)
+    # nothing of it is published or stored but its WARC record (the response as received, with its body)
+    [record] = lazy.archived
+    assert record.value.outcome == "soft404_suspect" and record.value.url == lazy.url("/docs/missing.html")
+    assert set(lazy.blobs.objects) >= {record.value.storage_key}  # type: ignore[attr-defined]
+    assert lazy.run(lazy.request("/docs/missing.html")).outcome == "probe_fetched"  # the next lease: the probe
+    assert not lazy.robots.probe_wanted(HOST) and lazy.state.hosts[HOST].soft404_signature not in (None, "none")
+    assert lazy.run(lazy.request("/docs/missing.html")).outcome == "soft_404"  # judged against the signature
+    assert lazy.run(lazy.request("/real.html")).outcome == "fetched"
+    assert len(lazy.web.probes()) == 1
+
+
+def test_a_false_suspicion_costs_one_probe_and_one_refetch(lazy: Rig) -> None:
+    """A real page about errors on a host with real 404s: probed once, the page then fetched and kept."""
+    lazy.web.routes["/errors.html"] = Reply(200, b"<html><head><title>Error handling</title></head>"
+                                                 b"<body><p>Retries and dead letters.</p></body></html>", HTML)
+    assert lazy.run(lazy.request("/errors.html")).outcome == "soft404_suspect"
+    probe = lazy.run(lazy.request("/errors.html"))
+    assert probe.outcome == "probe_fetched" and probe.status == 404
+    res = lazy.run(lazy.request("/errors.html"))
+    assert res.outcome == "fetched" and res.storage_key is not None
+    assert lazy.run(lazy.request("/errors.html")).outcome == "fetched"  # the host's answer is known: no more
+    assert lazy.web.pages() == ["/errors.html"] * 3 and len(lazy.web.probes()) == 1
+
+
+def test_no_suspicion_on_the_home_page_nor_when_robots_forbids_the_probe(lazy: Rig) -> None:
+    soft404_host(lazy.web)
+    assert lazy.run(lazy.request("/")).outcome == "fetched"  # the root is a site's own content
+    lazy.web.routes["/robots.txt"] = Reply(200, b"User-agent: *\nDisallow: /streamcrawl-probe-\n")
+    asyncio.run(lazy.state.host_put_robots(HOST, 200, "User-agent: *\nDisallow: /streamcrawl-probe-\n",
+                                           time.time(), None))
+    lazy.robots.forget(HOST)
+    # no probe can be asked for: the page is judged as it is (no signature) and kept
+    res = lazy.run(lazy.request("/missing.html"))
+    assert res.outcome == "fetched" and lazy.state.hosts[HOST].soft404_signature == "none"
+    assert lazy.web.probes() == []
+
+
+def test_a_restarted_fetcher_forgets_the_wish_and_asks_again(dns_server: TinyDNS, web: ScriptedHTTP) -> None:
+    """The wish to probe is memory only: after a restart the page is fetched again and asks again."""
+    a = Rig(dns_server.port, web, soft404_probe="suspect")
+    a.allow_all(soft404=None)
+    soft404_host(web)
+    assert a.run(a.request("/gone.html")).outcome == "soft404_suspect"
+    b = Rig(dns_server.port, web, soft404_probe="suspect")
+    b.state = a.state
+    b.robots.state = a.state  # type: ignore[assignment]
+    b.handler.state = a.state
+    assert b.run(b.request("/gone.html")).outcome == "soft404_suspect"
+    assert b.run(b.request("/gone.html")).outcome == "probe_fetched"
+    assert b.run(b.request("/gone.html")).outcome == "soft_404"
 
 
 # ------------------------------------------------------------------ the URL's status (not dedup's any more)

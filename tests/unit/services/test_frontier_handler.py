@@ -244,9 +244,10 @@ def test_network_error_then_success_resets_backoff(clock: Clock) -> None:
     assert rig.state.hosts[A].backoff_level == 0 and rig.state.queue == {}
 
 
-@pytest.mark.parametrize("outcome", ["robots_fetched", "probe_fetched"])
+@pytest.mark.parametrize("outcome", ["robots_fetched", "probe_fetched", "soft404_suspect"])
 def test_robots_or_probe_fetched_requeues_the_page_behind_politeness(clock: Clock, outcome: str) -> None:
-    """robots.txt or the soft-404 probe was the lease's one request: the page itself is still to fetch."""
+    """robots.txt or the soft-404 probe was the lease's one request (or the page was held back until its host
+    is probed): the page itself is still to fetch."""
     rig = Rig(clock)
     rig.url("http://a.test/page", depth=2)
     [req] = rig.tick(T0)
@@ -582,7 +583,7 @@ def test_replayed_discovery_of_a_url_the_frontier_finished_is_dropped(clock: Clo
     assert [r.url for r in rig.tick(T0 + 200)] == [url2]
 
 
-@pytest.mark.parametrize("outcome", ["robots_fetched", "probe_fetched"])
+@pytest.mark.parametrize("outcome", ["robots_fetched", "probe_fetched", "soft404_suspect"])
 def test_stale_lease_result_that_fetched_no_page_keeps_the_url(clock: Clock, outcome: str) -> None:
     rig, _, old = _live_lease_on_2_and_stale_request_for_1(clock)
     rig.result(old, T0 + 1, outcome=outcome, status=404)  # only robots.txt / the probe was requested

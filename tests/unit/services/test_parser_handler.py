@@ -76,7 +76,7 @@ def test_empty_html_body() -> None:
 
 
 @pytest.mark.parametrize("outcome", ["not_modified", "redirect", "http_error", "robots_fetched", "lease_expired",
-                                     "probe_fetched", "soft_404"])
+                                     "probe_fetched", "soft404_suspect", "soft_404"])
 def test_other_outcomes_are_ignored(outcome: str) -> None:
     blobs = MemoryBlobStore()
     msg = FetchResult(url=URL, host="site.test", url_fp=7, lease_id="L", outcome=outcome,  # type: ignore[arg-type]

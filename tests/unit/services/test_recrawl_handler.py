@@ -125,7 +125,8 @@ def test_interval_is_clamped_to_max_and_min() -> None:
 
 
 @pytest.mark.parametrize("outcome", ["http_error", "network_error", "redirect", "robots_disallowed",
-                                     "robots_fetched", "lease_expired", "probe_fetched", "soft_404"])
+                                     "robots_fetched", "lease_expired", "probe_fetched", "soft404_suspect",
+                                     "soft_404"])
 def test_other_outcomes_do_not_schedule(outcome: str) -> None:
     rig = Rig()
     rig.result(T0, None, outcome)

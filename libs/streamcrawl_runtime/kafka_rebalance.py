@@ -214,10 +214,7 @@ class LoopRebalance:
         commits = self._on_loop(self._release(lost, self.cfg.revoke_drain_s)) if lost else []
         self._commit(commits)  # in the callback: the partitions are still ours until it returns
         DRAIN_SECONDS.labels(self.cfg.service).observe(time.monotonic() - t0)
-        for tp in partitions:
-            self._fresh_from.pop((tp.topic, tp.partition), None)
-            self._forget_pause_state((tp.topic, tp.partition))
-        self.readiness.assigned(len(self._own.owned))
+        self._forget_partitions(consumer, partitions)
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """The group fenced this member (e.g. its session timed out): another may own the partitions
@@ -237,6 +234,23 @@ class LoopRebalance:
             self._offsets.pop(key, None)
         if lost:
             self._on_loop(self._release(lost, drain_s=0.0, commit=False))
+        self._forget_partitions(consumer, partitions)
+
+    def _forget_partitions(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Partitions that left (revoked or lost) leave the loop's books, and leave unpaused: librdkafka
+        keeps a partition's pause across its revocation, so one this member paused (backpressure, a hold)
+        and is given back later would never fetch again, unknown to the loop, which resumes only what it
+        paused since. A parser fenced while paused in an engine-fault e2e run (after a 30 s Kafka freeze,
+        its group rejoined under the burst that followed the thaw) sat so on 48 partitions, its lag never
+        drained. All of them are resumed, paused or not (held ones too, whose pause the books no longer
+        know once revoked): a resume of a partition that is leaving overtakes nothing that matters, as its
+        fetch stops anyway and a later assignment starts it anew."""
+        if partitions:
+            try:
+                consumer.resume([TopicPartition(tp.topic, tp.partition) for tp in partitions])
+            except Exception as exc:  # e.g. unknown to the client already: nothing left to resume
+                log.warning("revoked partitions not resumed", extra={"partitions": len(partitions),
+                                                                     "error": str(exc)[:200]})
         for tp in partitions:
             self._fresh_from.pop((tp.topic, tp.partition), None)
             self._forget_pause_state((tp.topic, tp.partition))

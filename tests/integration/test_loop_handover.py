@@ -14,7 +14,7 @@ import asyncio
 import itertools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -173,3 +173,88 @@ def test_live_handover_never_overlaps_a_key(stack, unique):
     assert handed and min(handed) - stopped_at < 5.0  # the survivor carries on within seconds
     # Drained and committed before each handover: nothing is handled twice.
     assert len(log) == sent
+
+
+class Gated:
+    """Records wait on a gate while it is closed (a loop under backpressure); every record handled is kept."""
+
+    def __init__(self, gated: bool) -> None:
+        self.gate = asyncio.Event()
+        if not gated:
+            self.gate.set()
+        self.handled: list[tuple[int, int]] = []  # (partition, offset)
+        self.owned: set[int] = set()
+
+    async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
+        await self.gate.wait()
+        self.handled.append((record.partition, record.offset))
+        return []
+
+    async def on_assign(self, partitions: list[int]) -> None:
+        self.owned.update(partitions)
+
+    async def on_revoke(self, partitions: list[int]) -> None:
+        self.owned.difference_update(partitions)
+
+    async def tick(self, now: float) -> Sequence[Output]:
+        return []
+
+
+def test_a_partition_paused_when_revoked_is_read_again_when_it_comes_back(stack, unique):
+    """librdkafka keeps a partition's pause across its revocation. A loop paused under backpressure that
+    loses partitions and is given them back must read them again: before the loop resumed what it gave
+    up, those partitions never fetched again (a parser fenced in the burst after a Kafka freeze sat so on
+    48 partitions). Here: a's records wait on a gate, so a pauses with every partition started; b joins
+    (a hands half over) and leaves (a gets them back, still paused); the gate opens and new records go
+    to every partition: a must handle all of them."""
+    src = f"t-pause-{unique}"
+    make_topics(stack.kafka_bootstrap, src, partitions=PARTS)
+    a, b = Gated(gated=True), Gated(gated=False)
+
+    def loop(handler: Gated) -> RunLoop:
+        return RunLoop(LoopConfig(service="test", group_id=f"g-pause-{unique}", subscriptions={src: SeedMessage},
+                                  bootstrap=stack.kafka_bootstrap, commit_interval_s=0.2, revoke_drain_s=1.0,
+                                  max_in_flight=PARTS, resume_below=1), handler)
+
+    prod = Producer({"bootstrap.servers": stack.kafka_bootstrap})
+
+    def send(round_: int) -> None:  # one record per partition, each its own key
+        for p in range(PARTS):
+            prod.produce(src, partition=p, key=f"h{p}.{unique}.test".encode(),
+                         value=SeedMessage(url=f"http://h{p}.{unique}.test/{round_}").model_dump_json().encode())
+        assert prod.flush(30) == 0
+
+    came_back: set[int] = set()
+    paused_when_back: list[bool] = []
+
+    async def until(cond: Callable[[], bool], timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not cond() and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        return cond()
+
+    async def drive() -> None:
+        la = loop(a)
+        ta = asyncio.create_task(la.run(install_signals=False))
+        assert await until(lambda: len(a.owned) == PARTS, 30)
+        send(0)
+        assert await until(lambda: la._paused and len(la._tasks) == PARTS, 30)  # every partition started, paused
+        lb = loop(b)
+        tb = asyncio.create_task(lb.run(install_signals=False))
+        assert await until(lambda: bool(b.owned) and len(a.owned) < PARTS, 30)
+        moved = set(b.owned)
+        assert await until(lambda: len(b.handled) >= len(moved), 30)  # a's cancelled records, replayed by b
+        lb.stop()
+        await tb
+        assert await until(lambda: len(a.owned) == PARTS, 30)
+        came_back.update(moved)
+        paused_when_back.append(la._paused)
+        a.gate.set()
+        send(1)
+        await until(lambda: {(p, 1) for p in range(PARTS)} <= set(a.handled), 20)
+        la.stop()
+        await ta
+
+    asyncio.run(drive())
+    assert came_back and paused_when_back == [True]  # given back while a was still paused
+    assert {p for p, o in a.handled if o == 1} == set(range(PARTS))  # the second round, every partition

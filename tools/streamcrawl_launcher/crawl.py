@@ -324,7 +324,8 @@ class Crawl:
                 last_change = time.time() - idle_s / 2  # URLs still wait on politeness timers
         post_mortem = self.workdir / "not-idle.json"
         write_post_mortem(post_mortem, self.settings.kafka_bootstrap,
-                          {n: p.pid for n, p in self.procs.items() if p.poll() is None and n != "synthweb"})
+                          {n: p.pid for n, p in self.procs.items() if p.poll() is None and n != "synthweb"},
+                          logs=self.logs)
         try:
             queued: int | str = self.queued()
         except Exception as exc:  # on the way to reporting a failure: say what could not be read

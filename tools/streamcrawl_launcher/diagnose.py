@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 import sys
+from collections import Counter, deque
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,39 @@ def stack_dumps(pids: dict[str, int], timeout_s: float = 20.0) -> dict[str, str]
     return dumps
 
 
-def write_post_mortem(path: Path, bootstrap: str, pids: dict[str, int]) -> None:
+def log_digest(log: Path, last: int = 4) -> dict[str, Any]:
+    """A service log's warnings and errors (its JSON lines at level warning and up): how many of each
+    message, and the last few in full, for a failure message that must stand alone."""
+    counts: Counter[str] = Counter()
+    tail: deque[str] = deque(maxlen=last)
+    try:
+        with log.open("rb") as fh:
+            for raw in fh:
+                if b'"level": "warning"' not in raw and b'"level": "error"' not in raw:
+                    continue
+                try:
+                    entry = json.loads(raw)
+                except ValueError:
+                    continue
+                msg = str(entry.get("msg", ""))[:80]
+                counts[msg] += 1
+                extra = {k: v for k, v in entry.items() if k not in {"ts", "level", "msg", "service", "logger"}}
+                tail.append(f"{msg} {json.dumps(extra, default=str)[:240]}")
+    except OSError as exc:
+        return {"error": repr(exc)[:200]}
+    return {"counts": dict(counts.most_common(8)), "last": list(tail)}
+
+
+def main_thread_top(dump: str, frames: int = 6) -> str:
+    """The first frames of a py-spy dump's main thread: where the service's loop was."""
+    lines = dump.splitlines()
+    for i, line in enumerate(lines):
+        if "MainThread" in line:
+            return " < ".join(x.strip() for x in lines[i + 1:i + 1 + frames] if x.strip())
+    return ""
+
+
+def write_post_mortem(path: Path, bootstrap: str, pids: dict[str, int], logs: Path | None = None) -> None:
     """Everything above in one JSON file; never raises (it runs on the way to reporting a failure)."""
     report: dict[str, Any] = {}
     try:
@@ -82,6 +115,8 @@ def write_post_mortem(path: Path, bootstrap: str, pids: dict[str, int]) -> None:
     except Exception as exc:
         report["groups_error"] = repr(exc)[:300]
     report["stacks"] = stack_dumps(pids)
+    if logs is not None:
+        report["warnings"] = {name: log_digest(logs / f"{name}.log") for name in pids}
     with contextlib.suppress(OSError):
         path.write_text(json.dumps(report, indent=1, default=str))
 
@@ -102,4 +137,13 @@ def lagging_summary(path: Path, limit: int = 12) -> str:
         err = entry.get("describe_error") or entry.get("offsets_error") or ""
         parts.append(f"{group}: {entry.get('state', '?')}, {len(entry.get('members', []))} members, "
                      f"{len(lagging)} lagging{': ' + shown if shown else ''}{' ' + err if err else ''}")
+        service = group.removeprefix("streamcrawl-")
+        if lagging:  # what the lagging service said, and where its loop was
+            digest = report.get("warnings", {}).get(service)
+            if digest:
+                parts.append(f"{service} warnings {digest.get('counts', digest.get('error'))}, "
+                             f"last: {digest.get('last', [])}")
+            top = main_thread_top(report.get("stacks", {}).get(service, ""))
+            if top:
+                parts.append(f"{service} main thread: {top}")
     return "post-mortem: " + ("; ".join(parts) if parts else "no streamcrawl groups")

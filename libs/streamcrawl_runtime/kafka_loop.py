@@ -50,6 +50,7 @@ from streamcrawl_runtime.kafka_rebalance import CANCELLED as CANCELLED
 from streamcrawl_runtime.kafka_rebalance import DRAIN_SECONDS as DRAIN_SECONDS
 from streamcrawl_runtime.kafka_rebalance import REBALANCES as REBALANCES
 from streamcrawl_runtime.kafka_rebalance import LoopRebalance
+from streamcrawl_runtime.kafka_stuck import LoopStuckWatch
 from streamcrawl_runtime.loop_config import LoopConfig as LoopConfig
 from streamcrawl_runtime.loop_config import group_protocol_config as group_protocol_config
 from streamcrawl_runtime.loop_offsets import PartitionOffsets, StallWatch
@@ -68,8 +69,9 @@ _MESSAGES = Children(MESSAGES)
 _HANDLE_SECONDS, _IN_FLIGHT = Children(HANDLE_SECONDS), Children(IN_FLIGHT)
 
 
-class RunLoop(LoopRebalance):
-    """The loop; its rebalance callbacks and partition handover are LoopRebalance's (kafka_rebalance)."""
+class RunLoop(LoopRebalance, LoopStuckWatch):
+    """The loop; its rebalance callbacks and partition handover are LoopRebalance's (kafka_rebalance), its
+    watch for partitions that stopped fetching LoopStuckWatch's (kafka_stuck)."""
 
     def __init__(self, config: LoopConfig, handler: Handler, producer: Producer | None = None,
                  readiness: Readiness | None = None) -> None:
@@ -111,6 +113,7 @@ class RunLoop(LoopRebalance):
         self._produce = self.output.produce
         self._stall = StallWatch(config.stall_warn_s)
         self._init_rebalance()  # partition counts and fresh-from marks, kept by the rebalance callbacks
+        self._init_stuck()
         # Topics whose key is the host: the archive topic's records name a host but are keyed by exchange
         # id. A topic outside the registry (a test's) is checked whenever its payload names a host.
         self._host_keyed = {t: _host_keyed(t) for t in config.subscriptions}
@@ -171,6 +174,7 @@ class RunLoop(LoopRebalance):
                     await self._note_pending_counts(self.consumer)
                 if self._offset_fetch_failed_at is not None:  # librdkafka left partitions unstarted
                     await self._restart_unstarted_async(self.consumer)
+                await self._watch_stuck_async(self.consumer)  # partitions that stopped fetching, silently
                 for msg in msgs:
                     self._accept(msg)
                 at = time.time()
@@ -235,6 +239,7 @@ class RunLoop(LoopRebalance):
             if self._paused_tps:
                 self.consumer.pause([TopicPartition(t, p) for t, p in sorted(self._paused_tps)])
             self._paused = True
+            self._note_paused()
         elif self._paused and n <= self.cfg.resume_below:
             back = self._paused_tps & (self._own.assigned - self._own.held)
             if back:

@@ -50,6 +50,9 @@ class LoopConfig:
     #: A partition whose oldest unfinished record has not finished for this long is logged (a warning every
     #: 30 s while it lasts): longer than any record's legitimate wait (a fetch's lease is 60 s).
     stall_warn_s: float = 120.0
+    #: How often the loop looks for assigned partitions that have records to read and delivered nothing
+    #: since the last look while the loop was not paused (kafka_stuck); they are restarted. 0: never.
+    stuck_check_s: float = 15.0
     transient_backoff_s: float = 1.0
     # The longest wait between retries of a record during an outage: once the engine is back, a record
     # resumes within this (a longer cap only adds to the time a crawl needs to recover).

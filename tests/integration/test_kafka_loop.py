@@ -307,3 +307,64 @@ def test_a_flush_that_waits_does_not_hold_up_polls_or_handlers(stack, unique):
     assert committed_total(group) == len(first) + len(second)
     out = read_messages(stack.kafka_bootstrap, dst, len(first) + len(second), timeout=30)
     assert sorted(m.key().decode() for m in out) == sorted(first + second)
+
+
+@pytest.mark.parametrize("watch", [True, False])
+def test_a_partition_that_stops_fetching_silently_is_restarted(stack, unique, watch):
+    """A partition librdkafka stops fetching without a word (here: paused behind the loop's back, as a pause
+    kept across a revocation or one racing a fetch start leaves it) is found by the stuck-partition watch
+    and restarted where the loop was: a started partition (2) and one that never delivered (3) both
+    deliver every record, each once. Without the watch (stuck_check_s 0) their records never come."""
+    src, dst = f"t-stuck-{unique}", f"t-stuck-out-{unique}"
+    make_topics(stack.kafka_bootstrap, src, dst, partitions=PARTS)
+    handler = Echo(TopicSpec(dst, Key.HOST, 3600_000, "test"))
+    seen: list[str] = []
+    inner = handler.handle
+
+    async def counting(record: Record, message: Envelope) -> Sequence[Output]:
+        assert isinstance(message, SeedMessage)
+        seen.append(message.url)
+        return await inner(record, message)
+
+    handler.handle = counting  # type: ignore[method-assign]
+    by_part: dict[int, list[str]] = {p: [] for p in range(PARTS)}
+    i = 0
+    while min(len(v) for v in by_part.values()) < 6:
+        h = f"h{i}.{unique}.test"
+        by_part[partition_for(h, PARTS)].append(h)
+        i += 1
+    prod = Producer({"bootstrap.servers": stack.kafka_bootstrap, "partitioner": "murmur2_random"})
+
+    def send(hosts: list[str]) -> None:
+        for h in hosts:
+            prod.produce(src, key=h.encode(), value=SeedMessage(url=f"http://{h}/").model_dump_json().encode())
+        assert prod.flush(30) == 0
+
+    first = by_part[0][:3] + by_part[1][:3] + by_part[2][:3]  # partition 3 gets nothing yet: never started
+    later = by_part[0][3:6] + by_part[1][3:6] + by_part[2][3:6] + by_part[3][:6]
+    send(first)
+    loop = RunLoop(LoopConfig(service="test", group_id=f"g-{unique}", subscriptions={src: SeedMessage},
+                              bootstrap=stack.kafka_bootstrap, commit_interval_s=0.2,
+                              stuck_check_s=1.0 if watch else 0.0), handler)
+
+    async def drive() -> None:
+        task = asyncio.create_task(loop.run(install_signals=False))
+        deadline = time.time() + 60
+        while len(seen) < len(first) and time.time() < deadline:
+            await asyncio.sleep(0.2)
+        loop.consumer.pause([TopicPartition(src, 2), TopicPartition(src, 3)])  # behind the loop's back
+        send(later)
+        end = time.time() + (30 if watch else 8)
+        while len(seen) < len(first) + len(later) and time.time() < end:
+            await asyncio.sleep(0.2)
+        loop.stop()
+        await task
+
+    asyncio.run(drive())
+    want = sorted(f"http://{h}/" for h in first + later)
+    if watch:
+        assert sorted(seen) == want  # each once: restarted where the loop was
+        assert loop.stuck_restarts >= 2
+    else:
+        assert sorted(seen) == sorted(f"http://{h}/" for h in first + by_part[0][3:6] + by_part[1][3:6])
+        assert loop.stuck_restarts == 0

@@ -35,6 +35,7 @@ STDLIB_IO = ("socket", "ssl", "asyncio", "http", "urllib.request", "subprocess",
 ALLOWED = {
     "confluent_kafka": ["libs/streamcrawl_runtime/kafka_loop.py", "libs/streamcrawl_runtime/kafka_output.py",
                         "libs/streamcrawl_runtime/kafka_rebalance.py", "libs/streamcrawl_runtime/kafka_producer.py",
+                        "libs/streamcrawl_runtime/kafka_stuck.py",
                         "libs/streamcrawl_runtime/kafka_replay.py", "libs/streamcrawl_runtime/provisioning.py",
                         "libs/streamcrawl_runtime/kafka_offsets.py", "libs/streamcrawl_runtime/kafka_topics.py",
                         "services/streamcrawl_control/kafka_adapters.py", "tools/"],

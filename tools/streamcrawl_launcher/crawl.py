@@ -34,7 +34,7 @@ from streamcrawl_runtime.observe import total
 from streamcrawl_runtime.ports.control import PortError
 from streamcrawl_runtime.settings import StackSettings
 
-from streamcrawl_launcher.diagnose import write_post_mortem
+from streamcrawl_launcher.diagnose import lagging_summary, write_post_mortem
 from streamcrawl_launcher.reset import reset_crawl
 
 SERVICES = ("frontier", "fetcher", "parser", "dedup", "recrawl", "warc")
@@ -331,4 +331,4 @@ class Crawl:
         except Exception as exc:  # on the way to reporting a failure: say what could not be read
             queued = f"unknown ({exc!r:.100})"
         raise TimeoutError(f"crawl not idle after {timeout_s}s: {last}, queued {queued} "
-                           f"(groups and stacks: {post_mortem})")
+                           f"(groups and stacks: {post_mortem}); {lagging_summary(post_mortem)}")

@@ -138,12 +138,14 @@ def lagging_summary(path: Path, limit: int = 12) -> str:
         parts.append(f"{group}: {entry.get('state', '?')}, {len(entry.get('members', []))} members, "
                      f"{len(lagging)} lagging{': ' + shown if shown else ''}{' ' + err if err else ''}")
         service = group.removeprefix("streamcrawl-")
-        if lagging:  # what the lagging service said, and where its loop was
-            digest = report.get("warnings", {}).get(service)
-            if digest:
-                parts.append(f"{service} warnings {digest.get('counts', digest.get('error'))}, "
-                             f"last: {digest.get('last', [])}")
-            top = main_thread_top(report.get("stacks", {}).get(service, ""))
-            if top:
-                parts.append(f"{service} main thread: {top}")
+        if lagging:  # what the lagging service's instances (parser, parser-2, ...) said, and where their loops were
+            names = sorted({*report.get("warnings", {}), *report.get("stacks", {})})
+            for name in [n for n in names if n == service or n.startswith(service + "-")]:
+                digest = report.get("warnings", {}).get(name)
+                if digest:
+                    parts.append(f"{name} warnings {digest.get('counts', digest.get('error'))}, "
+                                 f"last: {digest.get('last', [])}")
+                top = main_thread_top(report.get("stacks", {}).get(name, ""))
+                if top:
+                    parts.append(f"{name} main thread: {top}")
     return "post-mortem: " + ("; ".join(parts) if parts else "no streamcrawl groups")

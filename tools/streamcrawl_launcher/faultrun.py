@@ -21,7 +21,6 @@ from streamcrawl_synthweb.log import LogEntry, load_log
 from streamcrawl_synthweb.truth import GroundTruth
 
 from streamcrawl_launcher.crawl import SERVICES, Crawl, CrawlOptions
-from streamcrawl_launcher.diagnose import lagging_summary
 from streamcrawl_launcher.faults import ENGINE_USERS, Fault, Outage, ReadyzWatcher, ensure_up, inject, readyz_ports
 from streamcrawl_launcher.verdict import Verdict, judge
 
@@ -147,7 +146,7 @@ def _wait_idle(crawl: Crawl, idle_s: float, timeout_s: float, allow_timeout: boo
         except TimeoutError as exc:
             if not allow_timeout:
                 raise
-            return False, f"{exc}; {lagging_summary(crawl.workdir / 'not-idle.json')}"
+            return False, str(exc)  # with the post-mortem's summary (Crawl.wait_idle)
         except RuntimeError as exc:
             if not str(exc).startswith("progress:") or time.time() > deadline:
                 raise

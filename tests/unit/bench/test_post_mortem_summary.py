@@ -56,10 +56,11 @@ def test_a_lagging_group_brings_its_services_warnings_and_main_thread(tmp_path: 
         "groups": {"streamcrawl-parser": {"state": "STABLE", "members": [{"member_id": "a"}],
                                           "lagging": {"fetch_results[3]": {"committed": 1, "end": 9}}},
                    "streamcrawl-dedup": {"state": "STABLE", "members": [{"member_id": "b"}], "lagging": {}}},
-        "stacks": {"parser": dump, "dedup": dump},
+        "stacks": {"parser": dump, "dedup": dump, "parser-2": dump, "parserx": dump},
         "warnings": {"parser": digest, "dedup": {"counts": {"quiet": 1}, "last": []}}}))
     line = lagging_summary(path)
     assert "parser warnings {'consumer error': 2, 'record not finished': 1}" in line
     assert "parser main thread: select (selectors.py:468) < run (kafka_loop.py:150)" in line
+    assert "parser-2 main thread: select" in line and "parserx" not in line  # each instance of the service
     assert "quiet" not in line and "dedup main thread" not in line  # only lagging groups say more
     assert log_digest(tmp_path / "absent.log")["error"].startswith("FileNotFoundError")

@@ -7,7 +7,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -161,13 +161,11 @@ def test_records_produced_after_the_assignment_are_fresh(stack, unique):
     assert {h: handler.attempts[h] for h in flaky} == {h: [True, False] for h in flaky}
 
 
-def test_unstarted_partitions_restart_at_their_committed_offsets(stack, unique):
-    """After a failed committed-offset fetch (librdkafka 5586 leaves such partitions unstarted for good), the
-    loop assigns its unstarted partitions again at their committed offsets, outside any rebalance: on the
-    real broker the call succeeds, their records then flow, nothing is handled twice or skipped, and the
-    periodic (asynchronous) commits reach the log end while the loop runs."""
-    src, dst = f"t-restart-{unique}", f"t-restart-out-{unique}"
-    make_topics(stack.kafka_bootstrap, src, dst, partitions=PARTS)
+def _six_hosts_a_partition(bootstrap: str, src: str, dst: str, unique: str) -> tuple[
+        Echo, list[str], dict[int, list[str]], Callable[[list[str]], None]]:
+    """The two topics; an Echo handler that notes each seed's URL (the list returned); six hosts for each
+    partition of ``src``; and a function that sends one seed for each host given, flushed."""
+    make_topics(bootstrap, src, dst, partitions=PARTS)
     handler = Echo(TopicSpec(dst, Key.HOST, 3600_000, "test"))
     seen: list[str] = []
     inner = handler.handle
@@ -184,12 +182,23 @@ def test_unstarted_partitions_restart_at_their_committed_offsets(stack, unique):
         h = f"h{i}.{unique}.test"
         by_part[partition_for(h, PARTS)].append(h)
         i += 1
-    prod = Producer({"bootstrap.servers": stack.kafka_bootstrap, "partitioner": "murmur2_random"})
+    prod = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
 
     def send(hosts: list[str]) -> None:
         for h in hosts:
             prod.produce(src, key=h.encode(), value=SeedMessage(url=f"http://{h}/").model_dump_json().encode())
         assert prod.flush(30) == 0
+
+    return handler, seen, by_part, send
+
+
+def test_unstarted_partitions_restart_at_their_committed_offsets(stack, unique):
+    """After a failed committed-offset fetch (librdkafka 5586 leaves such partitions unstarted for good), the
+    loop assigns its unstarted partitions again at their committed offsets, outside any rebalance: on the
+    real broker the call succeeds, their records then flow, nothing is handled twice or skipped, and the
+    periodic (asynchronous) commits reach the log end while the loop runs."""
+    src, dst = f"t-restart-{unique}", f"t-restart-out-{unique}"
+    handler, seen, by_part, send = _six_hosts_a_partition(stack.kafka_bootstrap, src, dst, unique)
 
     first = by_part[0][:3] + by_part[1][:3]  # partitions 2 and 3 get nothing yet: they stay unstarted
     later = by_part[0][3:6] + by_part[1][3:6] + by_part[2][:6] + by_part[3][:6]
@@ -316,29 +325,7 @@ def test_a_partition_that_stops_fetching_silently_is_restarted(stack, unique, wa
     and restarted where the loop was: a started partition (2) and one that never delivered (3) both
     deliver every record, each once. Without the watch (stuck_check_s 0) their records never come."""
     src, dst = f"t-stuck-{unique}", f"t-stuck-out-{unique}"
-    make_topics(stack.kafka_bootstrap, src, dst, partitions=PARTS)
-    handler = Echo(TopicSpec(dst, Key.HOST, 3600_000, "test"))
-    seen: list[str] = []
-    inner = handler.handle
-
-    async def counting(record: Record, message: Envelope) -> Sequence[Output]:
-        assert isinstance(message, SeedMessage)
-        seen.append(message.url)
-        return await inner(record, message)
-
-    handler.handle = counting  # type: ignore[method-assign]
-    by_part: dict[int, list[str]] = {p: [] for p in range(PARTS)}
-    i = 0
-    while min(len(v) for v in by_part.values()) < 6:
-        h = f"h{i}.{unique}.test"
-        by_part[partition_for(h, PARTS)].append(h)
-        i += 1
-    prod = Producer({"bootstrap.servers": stack.kafka_bootstrap, "partitioner": "murmur2_random"})
-
-    def send(hosts: list[str]) -> None:
-        for h in hosts:
-            prod.produce(src, key=h.encode(), value=SeedMessage(url=f"http://{h}/").model_dump_json().encode())
-        assert prod.flush(30) == 0
+    handler, seen, by_part, send = _six_hosts_a_partition(stack.kafka_bootstrap, src, dst, unique)
 
     first = by_part[0][:3] + by_part[1][:3] + by_part[2][:3]  # partition 3 gets nothing yet: never started
     later = by_part[0][3:6] + by_part[1][3:6] + by_part[2][3:6] + by_part[3][:6]

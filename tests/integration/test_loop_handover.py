@@ -175,28 +175,20 @@ def test_live_handover_never_overlaps_a_key(stack, unique):
     assert len(log) == sent
 
 
-class Gated:
-    """Records wait on a gate while it is closed (a loop under backpressure); every record handled is kept."""
+class Gated(Slow):
+    """Records wait on a gate while it is closed (a loop under backpressure); every record handled is kept.
+    The partitions it owns are Slow's."""
 
     def __init__(self, gated: bool) -> None:
+        super().__init__("gated", [], 0.0)
         self.gate = asyncio.Event()
         if not gated:
             self.gate.set()
         self.handled: list[tuple[int, int]] = []  # (partition, offset)
-        self.owned: set[int] = set()
 
     async def handle(self, record: Record, message: Envelope) -> Sequence[Output]:
         await self.gate.wait()
         self.handled.append((record.partition, record.offset))
-        return []
-
-    async def on_assign(self, partitions: list[int]) -> None:
-        self.owned.update(partitions)
-
-    async def on_revoke(self, partitions: list[int]) -> None:
-        self.owned.difference_update(partitions)
-
-    async def tick(self, now: float) -> Sequence[Output]:
         return []
 
 

@@ -79,23 +79,7 @@ class RunLoop(LoopRebalance, LoopStuckWatch):
         self.handler = handler
         self.readiness = readiness or Readiness(need_assignment=False)
         self.producer = producer or host_keyed_producer(config.bootstrap, **{"linger.ms": config.linger_ms})
-        self.consumer = Consumer({
-            "bootstrap.servers": config.bootstrap,
-            "group.id": config.group_id,
-            "enable.auto.commit": False,
-            "auto.offset.reset": "earliest",
-            # Also the rebalance timeout: how long a member may take to hand over revoked partitions.
-            "max.poll.interval.ms": 300000,
-            # The broker holds a fetch on quiet partitions for up to this long, but answers as soon as a
-            # record is appended (fetch.min.bytes 1): produce → poll took 0.9 ms median at both 50 and 500 ms
-            # on the local broker (docs/benchmarks-idle.md). So the wait costs no hop latency, while a short
-            # one makes every idle consumer ask the broker 20 times a second (its CPU and ours).
-            "fetch.wait.max.ms": 500,
-            **group_protocol_config(config.group_protocol),
-            # The periodic commits are asynchronous; their results come here, in a later poll.
-            "on_commit": self._on_commit,
-            **config.consumer_overrides,
-        })
+        self.consumer = self._new_consumer()
         self._commit_sent_at: float | None = None  # an asynchronous commit not answered yet (monotonic)
         # The periodic flush, when one runs: what it covers, to commit once it is done.
         self._flush_task: asyncio.Task[list[tuple[TopicPartition, PartitionOffsets]]] | None = None
@@ -123,6 +107,31 @@ class RunLoop(LoopRebalance, LoopStuckWatch):
 
     # ------------------------------------------------------------------ lifecycle
 
+    def _new_consumer(self) -> Consumer:
+        """The group member's client (also a wedged one's replacement: kafka_stuck)."""
+        config = self.cfg
+        return Consumer({
+            "bootstrap.servers": config.bootstrap,
+            "group.id": config.group_id,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            # Also the rebalance timeout: how long a member may take to hand over revoked partitions.
+            "max.poll.interval.ms": 300000,
+            # The broker holds a fetch on quiet partitions for up to this long, but answers as soon as a
+            # record is appended (fetch.min.bytes 1): produce → poll took 0.9 ms median at both 50 and 500 ms
+            # on the local broker (docs/benchmarks-idle.md). So the wait costs no hop latency, while a short
+            # one makes every idle consumer ask the broker 20 times a second (its CPU and ours).
+            "fetch.wait.max.ms": 500,
+            **group_protocol_config(config.group_protocol),
+            # The periodic commits are asynchronous; their results come here, in a later poll.
+            "on_commit": self._on_commit,
+            **config.consumer_overrides,
+        })
+
+    def _subscribe(self) -> None:
+        self.consumer.subscribe(list(self.cfg.subscriptions), on_assign=self._on_assign, on_revoke=self._on_revoke,
+                                on_lost=self._on_lost)
+
     def processed_upto(self, topic: str, partition: int) -> int | None:
         """Every record of the partition below this offset has been handled (None: nothing seen yet).
         A snapshot of handler state taken now covers at least the records below it."""
@@ -146,8 +155,7 @@ class RunLoop(LoopRebalance, LoopStuckWatch):
         if install_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._event_loop.add_signal_handler(sig, self.stop)
-        self.consumer.subscribe(list(self.cfg.subscriptions), on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                on_lost=self._on_lost)
+        self._subscribe()
         if self.cfg.settle_heap:
             settle_heap()  # the handler and its adapters are built by now: freeze them with the rest
         last_commit = last_stats = time.monotonic()

@@ -59,6 +59,7 @@ class LoopRebalance:
         cfg: LoopConfig
         handler: Handler
         readiness: Readiness
+        consumer: Consumer
         _event_loop: asyncio.AbstractEventLoop | None
         _own: Ownership
         _offsets: dict[TP, PartitionOffsets]
@@ -92,6 +93,8 @@ class LoopRebalance:
         return asyncio.run_coroutine_threadsafe(coro, self._event_loop).result(self.cfg.revoke_drain_s + 120.0)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if consumer is not self.consumer:
+            return  # a replaced (wedged) consumer's, late (kafka_stuck): its books are gone
         # Assigned here rather than by the client after the callback, so that held partitions can be paused
         # before they deliver a record. Eager (classic) assignment passes the whole new assignment.
         if self.cfg.group_protocol == "consumer":
@@ -202,7 +205,7 @@ class LoopRebalance:
                 self._fresh_from.pop(key, None)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        if self._closing:
+        if self._closing or consumer is not self.consumer:
             return  # run() already handed everything over
         lost, hold = self._own.revoke((tp.topic, tp.partition) for tp in partitions)
         REBALANCES.labels(self.cfg.service, "revoked").inc(len(partitions))
@@ -219,7 +222,7 @@ class LoopRebalance:
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """The group fenced this member (e.g. its session timed out): another may own the partitions
         already, so their work stops now, nothing is committed, and the handler lets them go."""
-        if self._closing:
+        if self._closing or consumer is not self.consumer:
             return
         lost, _hold = self._own.revoke((tp.topic, tp.partition) for tp in partitions)
         REBALANCES.labels(self.cfg.service, "lost").inc(len(partitions))

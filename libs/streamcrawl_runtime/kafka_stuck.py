@@ -13,22 +13,36 @@ peer, with nothing in its log.
 The check costs one ListOffsets request per leader every `stuck_check_s`, and only for partitions whose
 delivery position did not move since the previous check; the positions are local. A partition restarted
 for nothing (its records were on their way) is read from where it was: nothing is skipped or read twice.
+
+A consumer whose check fails `wedged_after_checks` times in a row, each while the broker answers another
+client (the producer), is wedged as a whole, and is replaced: its work is handed over as at a revocation (records in
+flight finish, outputs flush, the handler lets its partitions go), it is closed, the completed offsets are
+committed by a client outside the group, and a new member joins. A WARC writer was seen so in an
+engine-fault e2e run: fenced at the end of a 30 s Kafka freeze, it took an assignment and never fetched,
+while its group showed no member at all and every check, for 7 minutes, answered "Local: Unknown
+partition" for partitions of a topic that had them; no call on that client brought it back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from typing import TYPE_CHECKING
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
+from prometheus_client import Counter
 
+from streamcrawl_runtime.health import Readiness
 from streamcrawl_runtime.loop_config import LoopConfig
 from streamcrawl_runtime.loop_offsets import PartitionOffsets
 from streamcrawl_runtime.loop_ownership import TP, Ownership
 
 log = logging.getLogger("streamcrawl.loop")
+
+REPLACED = Counter("streamcrawl_consumer_replaced_total", "Wedged consumers replaced by a new group member",
+                   ["service"])
 
 
 class LoopStuckWatch:
@@ -38,8 +52,21 @@ class LoopStuckWatch:
         _offsets: dict[TP, PartitionOffsets]
         _unstarted: set[TP]
         _paused: bool
+        _pause_on_first: set[TP]
+        _paused_tps: set[TP]
+        _fresh_from: dict[TP, int]
+        _offset_fetch_failed_at: float | None
+        _commit_sent_at: float | None
+        _closing: bool
+        consumer: Consumer
+        readiness: Readiness
 
         def _committed_apart(self, tps: list[TopicPartition]) -> list[TopicPartition]: ...
+        async def _release(self, indexes: list[int], drain_s: float,
+                           commit: bool = True) -> list[TopicPartition]: ...
+        async def kafka_check(self) -> None: ...
+        def _new_consumer(self) -> Consumer: ...
+        def _subscribe(self) -> None: ...
 
     def _init_stuck(self) -> None:
         # Each assigned partition's delivery position at the last check (highest offset seen, -1: none).
@@ -50,6 +77,8 @@ class LoopStuckWatch:
         # A never-started partition's log end when its committed offset was last read and found at that end:
         # idle, not stuck, and not read again until its log grows (a probe client per check costs).
         self._idle_at_end: dict[TP, int] = {}
+        self._failed_checks = 0  # in a row
+        self.consumers_replaced = 0
 
     def _note_paused(self) -> None:
         """The loop paused: records were held back on purpose, so this interval proves nothing."""
@@ -75,9 +104,16 @@ class LoopStuckWatch:
             return  # eager assignment: no incremental calls to restart one partition with
         try:
             n = await asyncio.to_thread(self._restart_stuck, consumer, still)
-        except Exception as exc:  # an engine away: the next check
-            log.warning("stuck-partition check failed", extra={"error": str(exc)[:300]})
+        except Exception as exc:  # the broker away (the next check), or this client wedged
+            # Counted only while the broker answers another client: failures during an outage say nothing.
+            if self.cfg.wedged_after_checks > 0 and await self._broker_answers():
+                self._failed_checks += 1
+            log.warning("stuck-partition check failed",
+                        extra={"error": str(exc)[:300], "in_a_row": self._failed_checks})
+            if 0 < self.cfg.wedged_after_checks <= self._failed_checks:
+                await self._replace_wedged_async()
             return
+        self._failed_checks = 0
         if n:
             self.stuck_restarts += n
             log.warning("partitions with records to read delivered nothing: restarted", extra={"partitions": n})
@@ -121,3 +157,67 @@ class LoopStuckWatch:
         for restarted in stuck:  # a new fetch: not to be paused before its first record (see _on_assign)
             self._unstarted.add((restarted.topic, restarted.partition))
         return len(stuck)
+
+    async def _broker_answers(self) -> bool:
+        """Whether the broker answers another client (the producer): an outage is waited out, not replaced."""
+        try:
+            await self.kafka_check()
+        except Exception:
+            return False
+        return True
+
+    async def _replace_wedged_async(self) -> None:
+        """Replace the consumer by a new group member (see the module docstring), between two polls."""
+        old, owned = self.consumer, sorted(self._own.owned)
+        log.error("consumer wedged: replaced by a new group member", extra={
+            "failed_checks": self._failed_checks, "partitions": len(self._own.assigned)})
+        REPLACED.labels(self.cfg.service).inc()
+        self.consumers_replaced += 1
+        # Handed over as at a revocation; its offsets are committed once the old member is gone (below).
+        commits = await self._release(owned, drain_s=self.cfg.revoke_drain_s) if owned else []
+        self._own.clear()
+        self._offsets.clear()
+        for books in (self._unstarted, self._pause_on_first, self._paused_tps):
+            books.clear()
+        self._fresh_from.clear()
+        self._seen_at_check, self._idle_at_end = {}, {}
+        self._paused, self._offset_fetch_failed_at, self._commit_sent_at = False, None, None
+        self._failed_checks = 0
+        self.readiness.assigned(0)
+        # Closed on a thread of its own, given a while: a wedged client may never finish closing, and a
+        # thread of the loop's executor left waiting on it would hold up the process's exit. Its late
+        # callbacks are ignored (kafka_rebalance: they name a consumer that is no longer the loop's).
+        closed = threading.Event()
+
+        def close() -> None:
+            try:
+                old.close()
+            except Exception as exc:
+                log.warning("wedged consumer did not close cleanly", extra={"error": str(exc)[:300]})
+            finally:
+                closed.set()
+
+        self._closing = True
+        try:
+            threading.Thread(target=close, name="close-wedged", daemon=True).start()
+            if not await asyncio.to_thread(closed.wait, 30.0):
+                log.warning("wedged consumer not closed after 30 s: left behind")
+        finally:
+            self._closing = False
+        if commits:
+            try:
+                await asyncio.to_thread(self._commit_apart, commits)
+            except Exception as exc:  # e.g. another member in the group: its records are replayed
+                log.warning("handover commit of a wedged consumer failed; its records are replayed",
+                            extra={"error": str(exc)[:300]})
+        self.consumer = self._new_consumer()
+        self._subscribe()
+
+    def _commit_apart(self, offsets: list[TopicPartition]) -> None:
+        """Commit by a client that never joins the group (accepted while the group has no member)."""
+        probe = Consumer({"bootstrap.servers": self.cfg.bootstrap, "group.id": self.cfg.group_id,
+                          "group.protocol": "classic", "enable.auto.commit": False})
+        try:
+            probe.commit(offsets=offsets, asynchronous=False)
+        finally:
+            probe.close()

@@ -53,6 +53,10 @@ class LoopConfig:
     #: How often the loop looks for assigned partitions that have records to read and delivered nothing
     #: since the last look while the loop was not paused (kafka_stuck); they are restarted. 0: never.
     stuck_check_s: float = 15.0
+    #: After this many checks in a row failed (the consumer's own offset lookup erring) while the broker
+    #: answers another client, the consumer is taken for wedged and replaced by a new one (kafka_stuck).
+    #: 0: never.
+    wedged_after_checks: int = 4
     transient_backoff_s: float = 1.0
     # The longest wait between retries of a record during an outage: once the engine is back, a record
     # resumes within this (a longer cap only adds to the time a crawl needs to recover).

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from streamcrawl_contracts.messages import Envelope, SeedMessage, UrlMessage
 from streamcrawl_contracts.topics import DEAD_LETTER, Key, TopicSpec
 from streamcrawl_core.partition import partition_for
@@ -355,3 +355,58 @@ def test_a_partition_that_stops_fetching_silently_is_restarted(stack, unique, wa
     else:
         assert sorted(seen) == sorted(f"http://{h}/" for h in first + by_part[0][3:6] + by_part[1][3:6])
         assert loop.stuck_restarts == 0
+
+
+class _WedgedFirstConsumer(RunLoop):
+    """A loop whose first consumer's stuck check fails as the wedged WARC writer's did (an engine-fault e2e
+    run: "Local: Unknown partition", every check, for good); a replacement's checks are the real ones."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.first = self.consumer
+
+    def _restart_stuck(self, consumer: Consumer, still: list[tuple[str, int]]) -> int:
+        if consumer is self.first:
+            raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
+        return super()._restart_stuck(consumer, still)
+
+
+@pytest.mark.parametrize("replace", [True, False], ids=["replace", "no-replace"])
+def test_a_wedged_consumer_is_replaced_by_a_new_member(stack, unique, replace):
+    """A consumer whose every stuck check fails while the broker answers (wedged_after_checks in a row) is
+    replaced by a new member: its finished records are committed on the way out, so the new member delivers
+    only what the old one never did, each record once, including those of the partitions that stopped
+    fetching behind the loop's back (2, and 3 that never started). Without the replacement (0) those never
+    come."""
+    src, dst = f"t-wedged-{unique}", f"t-wedged-out-{unique}"
+    handler, seen, by_part, send = _six_hosts_a_partition(stack.kafka_bootstrap, src, dst, unique)
+
+    first = by_part[0][:3] + by_part[1][:3] + by_part[2][:3]
+    later = by_part[0][3:6] + by_part[1][3:6] + by_part[2][3:6] + by_part[3][:6]
+    send(first)
+    loop = _WedgedFirstConsumer(LoopConfig(service="test", group_id=f"g-{unique}", subscriptions={src: SeedMessage},
+                                           bootstrap=stack.kafka_bootstrap, commit_interval_s=0.2, stuck_check_s=1.0,
+                                           wedged_after_checks=3 if replace else 0), handler)
+
+    async def drive() -> None:
+        task = asyncio.create_task(loop.run(install_signals=False))
+        deadline = time.time() + 60
+        while len(seen) < len(first) and time.time() < deadline:
+            await asyncio.sleep(0.2)
+        loop.consumer.pause([TopicPartition(src, 2), TopicPartition(src, 3)])  # behind the loop's back
+        send(later)
+        end = time.time() + (60 if replace else 10)
+        while len(seen) < len(first) + len(later) and time.time() < end:
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(2.0)  # a record delivered twice would come now
+        loop.stop()
+        await task
+
+    asyncio.run(drive())
+    if replace:
+        assert sorted(seen) == sorted(f"http://{h}/" for h in first + later)
+        assert loop.consumers_replaced == 1
+        assert loop.consumer is not loop.first
+    else:
+        assert sorted(seen) == sorted(f"http://{h}/" for h in first + by_part[0][3:6] + by_part[1][3:6])
+        assert loop.consumers_replaced == 0

@@ -1,4 +1,4 @@
-"""What a crawl with nothing to fetch costs: the five services started, no seeds, CPU over a window.
+"""What a crawl with nothing to fetch costs: the services started (the six of `make run`), no seeds, CPU over a window.
 
     .venv/bin/python bench/idle_cost.py --duration 60 --out docs/benchmarks-idle.md
 
@@ -25,16 +25,22 @@ from crawl_report import machine_info
 from crawl_sides import PySpy, fresh_dir, log
 
 TARGET_PCT = 2.0  # issue 15: all services together under 2% of one core
+_WORDS = {5: "five", 6: "six", 7: "seven"}
 
 
 def measure(services: dict[str, int], duration: float) -> dict[str, float]:
-    """% of one core per process over ``duration`` seconds (services, engines, this bench)."""
+    """% of one core per process over ``duration`` seconds (services, engines, this bench), and per service
+    by thread kind under ``"<service>/<kind>"`` (main = the event loop, librdkafka, other)."""
     others = cpu.infra_pids()
     wall0, c0, o0, l0 = time.monotonic(), cpu.sample_cpu(services), cpu.sample_cpu(others), cpu.self_cpu_s()
+    t0 = cpu.sample_threads(services)
     time.sleep(duration)
     wall = time.monotonic() - wall0
     c, o = cpu.cpu_delta(c0, cpu.sample_cpu(services)), cpu.cpu_delta(o0, cpu.sample_cpu(others))
+    threads = cpu.threads_delta(t0, cpu.sample_threads(services), c)
     out = {k: 100.0 * v / wall for k, v in {**c, **o}.items()}
+    for name, kinds in threads.items():
+        out.update({f"{name}/{kind}": 100.0 * v / wall for kind, v in kinds.items()})
     out["launcher"] = 100.0 * (cpu.self_cpu_s() - l0) / wall
     return out
 
@@ -46,6 +52,7 @@ def render(runs: list[dict[str, float]], args: argparse.Namespace, info: dict[st
         return statistics.median(vals) if vals else float("nan")
 
     total = statistics.median([sum(r.get(s, 0.0) for s in services) for r in runs])
+    n = _WORDS.get(len(services), str(len(services)))
     load0, load1 = info["load_start"], info["load"]
     lines = [
         "# Benchmarks: the idle cost (a crawl with nothing to fetch)", "",
@@ -53,18 +60,21 @@ def render(runs: list[dict[str, float]], args: argparse.Namespace, info: dict[st
         f"**Machine:** {info['cores']} cores ({info['cpu']}), Python {info['python']}; load average at the start "
         f"{' / '.join(f'{x:.1f}' for x in load0)}, at the end {' / '.join(f'{x:.1f}' for x in load1)} "  # type: ignore[attr-defined]
         "(1/5/15 min; the machine and the engines are shared with other work).", "",
-        f"The five services started with no seeds; {len(runs)} window(s) of {args.duration:.0f} s after their "
-        "start-up CPU settled (median shown). % of one core = CPU-s ÷ wall-clock s × 100.", "",
-        "| process | % of one core |", "|---|---|",
-        *[f"| {s} | {med(s):.2f} |" for s in services],
-        f"| **all five services** (target < {TARGET_PCT:.0f}%) | **{total:.2f}** |",
-        f"| launcher (this bench: sleeping) | {med('launcher'):.2f} |",
-        *[f"| {name} (shared) | {med(key):.2f} |" for key, name in
+        f"The {n} services started with no seeds; {len(runs)} window(s) of {args.duration:.0f} s after their "
+        "start-up CPU settled (median shown). % of one core = CPU-s ÷ wall-clock s × 100; by thread: the "
+        "event loop (main thread), librdkafka's native threads (`rdk:*`) and the rest (worker threads, the "
+        "Cassandra driver's).", "",
+        "| process | % of one core | event loop | librdkafka | rest |", "|---|---|---|---|---|",
+        *[f"| {s} | {med(s):.2f} | {med(s + '/main'):.2f} | {med(s + '/librdkafka'):.2f} | {med(s + '/other'):.2f} |"
+          for s in services],
+        f"| **all {n} services** (target < {TARGET_PCT:.0f}%) | **{total:.2f}** | | | |",
+        f"| launcher (this bench: sleeping) | {med('launcher'):.2f} | | | |",
+        *[f"| {name} (shared) | {med(key):.2f} | | | |" for key, name in
           (("kafka", "Kafka"), ("cassandra", "Cassandra"), ("versitygw", "S3 server (versitygw)"))],
         "",
     ]
     if len(runs) > 1:
-        lines += ["Per window, all five services: " + ", ".join(f"{sum(r.get(s, 0.0) for s in services):.2f}%"
+        lines += [f"Per window, all {n} services: " + ", ".join(f"{sum(r.get(s, 0.0) for s in services):.2f}%"
                                                                   for r in runs) + ".", ""]
     return "\n".join(lines) + "\n"
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 import zlib
 from collections import OrderedDict
@@ -131,6 +132,11 @@ class _Listed:
     file: _Open | None = None  # this process's file, from its close until its upload ends (ids: file.ids)
 
 
+#: The roller's shortest sleep: a file found due is closed at once, but a clock that has not moved past its
+#: deadline (monotonic granularity) must not make the roller spin.
+_ROLL_MIN_SLEEP_S = 0.01
+
+
 class WarcHandler:
     def __init__(self, store: WarcStore, policy: WarcPolicy) -> None:
         self.store = store
@@ -144,6 +150,7 @@ class WarcHandler:
         self._closing: set[asyncio.Task[None]] = set()
         self._closing_of: dict[int, set[asyncio.Task[None]]] = {}
         self._roller: asyncio.Task[None] | None = None
+        self._file_opened = asyncio.Event()  # wakes the roller when it has no open file to wait for
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -191,6 +198,12 @@ class WarcHandler:
 
     async def tick(self, now: float) -> Sequence[Output]:
         return ()
+
+    def tick_due(self, now: float) -> float:
+        # No timed work in the run loop (files are closed by the roller task): without this the loop would
+        # wake every tick_interval_s to call a tick that does nothing (measured idle: the writer's event
+        # loop cost 5x the other services', docs/benchmarks-idle.md).
+        return math.inf
 
     async def close(self) -> None:
         if self._roller is not None:
@@ -296,13 +309,21 @@ class WarcHandler:
         writer.warcinfo(first_fetch, stem)
         f = _Open(part, offset, stem, path, fh, writer, time.monotonic())
         self._open[part] = f
+        self._file_opened.set()
         return f
 
     # ------------------------------------------------------------------ closing files
 
     async def _roll_forever(self) -> None:
+        """Close each open file once it is max_file_age_s old. Sleeps until the oldest open file is due (a
+        file opened meanwhile is due later), or, with none open, until one is: an idle writer never wakes."""
         while True:
-            await asyncio.sleep(min(1.0, self.policy.max_file_age_s / 4))
+            if not self._open:
+                self._file_opened.clear()
+                await self._file_opened.wait()
+                continue
+            due = min(f.opened for f in self._open.values()) + self.policy.max_file_age_s
+            await asyncio.sleep(max(_ROLL_MIN_SLEEP_S, due - time.monotonic()))
             now = time.monotonic()
             for f in list(self._open.values()):
                 if now - f.opened >= self.policy.max_file_age_s:

@@ -387,3 +387,24 @@ def test_a_file_whose_upload_a_kill_cut_short_is_written_again_and_its_index_dro
         assert [(f["key"], f["pending"]) for f in state["files"]] == [(again.value.warc_filename, False)]
 
     asyncio.run(run())
+
+
+def test_an_idle_writer_has_no_timed_work_and_a_file_closes_when_it_is_due(tmp_path: Path) -> None:
+    """The run loop is never woken for the writer (tick_due is inf); the roller sleeps while no file is open
+    and then until the open file is max_file_age_s old, not on a fixed period."""
+    async def run() -> None:
+        h, store = _handler(tmp_path, max_file_age_s=0.3)
+        assert h.tick_due(0.0) == float("inf")
+        await h.on_assign([0])
+        await asyncio.sleep(0.5)  # idle, longer than a file's age: nothing to close, nothing written
+        assert not _files(store, ".warc.gz")
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        (out,) = await _write(h, [_rec(store, "e1", "http://h.test/a", b"<html>x</html>")])
+        waited = loop.time() - t0
+        # published once its file was closed and uploaded: at its age, not a roller period later
+        assert 0.28 <= waited < 1.0, waited
+        assert out and len(_files(store, ".warc.gz")) == 1
+        await h.close()
+
+    asyncio.run(run())

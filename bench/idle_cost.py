@@ -25,7 +25,6 @@ from crawl_report import machine_info
 from crawl_sides import PySpy, fresh_dir, log
 
 TARGET_PCT = 2.0  # issue 15: all services together under 2% of one core
-_WORDS = {5: "five", 6: "six", 7: "seven"}
 
 
 def measure(services: dict[str, int], duration: float) -> dict[str, float]:
@@ -52,7 +51,7 @@ def render(runs: list[dict[str, float]], args: argparse.Namespace, info: dict[st
         return statistics.median(vals) if vals else float("nan")
 
     total = statistics.median([sum(r.get(s, 0.0) for s in services) for r in runs])
-    n = _WORDS.get(len(services), str(len(services)))
+    n = len(services)
     load0, load1 = info["load_start"], info["load"]
     lines = [
         "# Benchmarks: the idle cost (a crawl with nothing to fetch)", "",

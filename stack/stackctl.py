@@ -219,8 +219,11 @@ def s3_engine() -> Engine:
               http_client=http).list_buckets()
 
     # --sidecar keeps object metadata in files, so the store does not depend on xattr support.
+    # --keep-alive: without it versitygw answers every request with "Connection: close", so each PUT and
+    # GET of the fetcher, parser and WARC writer opened a new TCP connection (docs/benchmarks-crawl.md,
+    # 2026-12-07). AWS S3 and MinIO keep connections open by default.
     return Engine("s3", S3_PORT, lambda: [str(binary), "--access", S3_ACCESS, "--secret", S3_SECRET,
-                                          "--port", f"127.0.0.1:{S3_PORT}", "--quiet",
+                                          "--port", f"127.0.0.1:{S3_PORT}", "--quiet", "--keep-alive",
                                           "posix", "--sidecar", str(meta), str(root)], ready, prepare)
 
 

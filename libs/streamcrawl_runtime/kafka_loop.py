@@ -120,8 +120,10 @@ class RunLoop(LoopRebalance, LoopStuckWatch):
             # The broker holds a fetch on quiet partitions for up to this long, but answers as soon as a
             # record is appended (fetch.min.bytes 1): produce → poll took 0.9 ms median at both 50 and 500 ms
             # on the local broker (docs/benchmarks-idle.md). So the wait costs no hop latency, while a short
-            # one makes every idle consumer ask the broker 20 times a second (its CPU and ours).
-            "fetch.wait.max.ms": 500,
+            # one makes every idle consumer ask the broker 20 times a second (its CPU and ours). 1 s (was
+            # 500 ms): an idle consumer's fetch names every partition of its topics (192 for the frontier);
+            # what a longer wait can delay is a partition resumed while a fetch of idle ones is out.
+            "fetch.wait.max.ms": 1000,
             **group_protocol_config(config.group_protocol),
             # The periodic commits are asynchronous; their results come here, in a later poll.
             "on_commit": self._on_commit,

@@ -125,10 +125,15 @@ class FrontierShards:
         self.pauses_refresh_s = 5.0
         self.paused: frozenset[str] | None = None
         self._pauses_at = 0.0
-        # What each owned partition holds (frontier_summary), for the control plane's stats.
+        # What each owned partition holds (frontier_summary), for the control plane's stats: looked at every
+        # summary_every_s, written when it changed, and unchanged at least every summary_heartbeat_s (the
+        # control plane counts a row older than 60 s as a frontier gone). An idle frontier rewrote all 64
+        # rows every 5 s.
         self.summary_every_s = 5.0
+        self.summary_heartbeat_s = 20.0
         self.summary_top = 20
         self._summary_at = 0.0
+        self._summaries_written: dict[int, tuple[tuple[int, int, int, tuple[tuple[str, int], ...]], float]] = {}
 
     @property
     def known_hosts(self) -> set[str]:
@@ -157,6 +162,7 @@ class FrontierShards:
         for part in partitions:
             self.frontiers.pop(part, None)
             self.scans.pop(part, None)
+            self._summaries_written.pop(part, None)  # its next owner writes the row; a return writes it anew
         self.meta = {u: m for u, m in self.meta.items() if m.part not in gone}
         self.leases.drop_parts(gone)
         self.restored = {h: r for h, r in self.restored.items() if h in self.leases}
@@ -399,11 +405,19 @@ class FrontierShards:
         if now - self._summary_at < self.summary_every_s:
             return
         self._summary_at = now
+        due: list[tuple[PartitionSummary, tuple[int, int, int, tuple[tuple[str, int], ...]]]] = []
+        for part, fr in list(self.frontiers.items()):
+            top = tuple(fr.busiest(self.summary_top))
+            seen = (len(fr), fr.in_flight_count, fr.hosts_count, top)
+            last = self._summaries_written.get(part)
+            if last is None or last[0] != seen or now - last[1] >= self.summary_heartbeat_s:
+                due.append((PartitionSummary(part, seen[0], seen[1], seen[2], dict(top), now), seen))
         # Together (one row per partition): the state adapter sends concurrent writes as one request or a few.
-        await asyncio.gather(*(self.state.summary_put(PartitionSummary(part, len(fr), fr.in_flight_count,
-                                                                       fr.hosts_count,
-                                                                       dict(fr.busiest(self.summary_top)), now))
-                               for part, fr in list(self.frontiers.items())))
+        # Marked written only once all landed; a failure writes them all again at the next look.
+        await asyncio.gather(*(self.state.summary_put(summary) for summary, _ in due))
+        for summary, seen in due:
+            if summary.part in self.frontiers:
+                self._summaries_written[summary.part] = (seen, now)
 
     def stats(self) -> dict[str, int]:
         return {"queued": sum(len(f) for f in self.frontiers.values()), "in_flight": len(self.leases),

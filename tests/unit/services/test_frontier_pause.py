@@ -101,3 +101,22 @@ def test_summaries_report_queue_leases_and_the_busiest_hosts(clock: Clock) -> No
     sb = rig.state.summaries[part(B)]
     assert sb.top_hosts == {} and sb.queued == 0 and sb.in_flight == 1
     assert set(rig.state.summaries) == set(range(8))
+
+
+def test_an_unchanged_summary_is_written_again_only_as_a_heartbeat(clock: Clock) -> None:
+    """Looked at every summary_every_s: a partition whose summary did not change is not written again
+    until summary_heartbeat_s has passed (the control plane drops rows older than 60 s); one that changed
+    is written at the next look."""
+    rig = Rig(clock)
+    rig.url(f"http://{A}/0")
+    rig.url(f"http://{A}/1")
+    rig.tick(T0)
+    first = dict(rig.state.summaries)
+    assert set(first) == set(range(8))
+    rig.tick(T0 + rig.h.summary_every_s)  # A's lease is out: its partition changed, the others did not
+    assert rig.state.summaries[part(A)].updated_at == T0 + rig.h.summary_every_s
+    others = [p for p in range(8) if p != part(A)]
+    assert all(rig.state.summaries[p].updated_at == T0 for p in others)
+    late = T0 + rig.h.summary_heartbeat_s
+    rig.tick(late)
+    assert all(rig.state.summaries[p].updated_at == late for p in others)

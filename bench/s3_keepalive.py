@@ -26,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import crawl_cpu as cpu
 from minio import Minio
 from streamcrawl_runtime.s3_async import AsyncS3Put
 
@@ -38,8 +39,10 @@ DATA = b"x" * 3000
 
 
 def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    got = cpu.cpu_seconds(pid, children=False)
+    if got is None:
+        raise SystemExit(f"versitygw {pid} is gone")
+    return got
 
 
 def start(port: int, flags: list[str], where: Path) -> subprocess.Popen[bytes]:

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from streamcrawl_contracts.topics import DEFAULT_PARTITIONS
 from streamcrawl_core.fingerprint import url_fingerprint
@@ -133,7 +133,7 @@ class FrontierShards:
         self.summary_heartbeat_s = 20.0
         self.summary_top = 20
         self._summary_at = 0.0
-        self._summaries_written: dict[int, tuple[tuple[int, int, int, tuple[tuple[str, int], ...]], float]] = {}
+        self._summaries_written: dict[int, PartitionSummary] = {}  # the last row written per partition
 
     @property
     def known_hosts(self) -> set[str]:
@@ -405,19 +405,20 @@ class FrontierShards:
         if now - self._summary_at < self.summary_every_s:
             return
         self._summary_at = now
-        due: list[tuple[PartitionSummary, tuple[int, int, int, tuple[tuple[str, int], ...]]]] = []
+        due: list[PartitionSummary] = []
         for part, fr in list(self.frontiers.items()):
-            top = tuple(fr.busiest(self.summary_top))
-            seen = (len(fr), fr.in_flight_count, fr.hosts_count, top)
+            summary = PartitionSummary(part, len(fr), fr.in_flight_count, fr.hosts_count,
+                                       dict(fr.busiest(self.summary_top)), now)
             last = self._summaries_written.get(part)
-            if last is None or last[0] != seen or now - last[1] >= self.summary_heartbeat_s:
-                due.append((PartitionSummary(part, seen[0], seen[1], seen[2], dict(top), now), seen))
+            if (last is None or replace(last, updated_at=now) != summary
+                    or now - last.updated_at >= self.summary_heartbeat_s):
+                due.append(summary)
         # Together (one row per partition): the state adapter sends concurrent writes as one request or a few.
         # Marked written only once all landed; a failure writes them all again at the next look.
-        await asyncio.gather(*(self.state.summary_put(summary) for summary, _ in due))
-        for summary, seen in due:
+        await asyncio.gather(*(self.state.summary_put(summary) for summary in due))
+        for summary in due:
             if summary.part in self.frontiers:
-                self._summaries_written[summary.part] = (seen, now)
+                self._summaries_written[summary.part] = summary
 
     def stats(self) -> dict[str, int]:
         return {"queued": sum(len(f) for f in self.frontiers.values()), "in_flight": len(self.leases),

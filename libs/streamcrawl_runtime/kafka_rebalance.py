@@ -73,6 +73,7 @@ class LoopRebalance:
         def _commit_points(self, tps: list[TP] | None = None) -> list[TopicPartition]: ...
         async def _flushed_async(self, flush_s: float = 30.0) -> bool: ...
         def _commit(self, offsets: list[TopicPartition]) -> None: ...
+        def _note_assigned_for_stuck(self, new: set[TP]) -> None: ...
 
     def _init_rebalance(self) -> None:
         self._fresh_from: dict[TP, int] = {}  # (topic, partition) → log end when assigned
@@ -115,6 +116,7 @@ class LoopRebalance:
         # which this would explain (not proven: it did not recur in isolation).
         new = {(tp.topic, tp.partition) for tp in partitions} - self._own.held
         self._unstarted |= new
+        self._note_assigned_for_stuck(new)
         if self._paused:
             self._pause_on_first |= new
         if release:

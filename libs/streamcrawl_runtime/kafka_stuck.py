@@ -80,6 +80,18 @@ class LoopStuckWatch:
         self._failed_checks = 0  # in a row
         self.consumers_replaced = 0
 
+    def _note_assigned_for_stuck(self, new: set[TP]) -> None:
+        """Newly assigned partitions (called from on_assign): their baseline is "nothing delivered", and the
+        next check comes stuck_after_assign_s from now, so a fetch that never starts is found that soon. The
+        check is moved later as well as earlier: no partition is judged less than that after its assignment
+        (a regular check delayed by at most that long, at a rebalance)."""
+        if not new or self.cfg.stuck_after_assign_s <= 0:
+            return
+        for tp in new:
+            tracker = self._offsets.get(tp)
+            self._seen_at_check[tp] = tracker.highest_seen if tracker is not None else -1
+        self._next_stuck_check = time.monotonic() + self.cfg.stuck_after_assign_s
+
     def _note_paused(self) -> None:
         """The loop paused: records were held back on purpose, so this interval proves nothing."""
         self._paused_since_check = True

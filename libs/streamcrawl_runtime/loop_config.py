@@ -53,6 +53,11 @@ class LoopConfig:
     #: How often the loop looks for assigned partitions that have records to read and delivered nothing
     #: since the last look while the loop was not paused (kafka_stuck); they are restarted. 0: never.
     stuck_check_s: float = 15.0
+    #: A partition just assigned is looked at this soon (then every stuck_check_s again): a fetch that never
+    #: starts after a rebalance (a broker freeze's end fences and reassigns every member) held its hosts for
+    #: up to two whole intervals otherwise, 24 s in one engine-fault e2e run. A look too early restarts a
+    #: partition whose records were on their way, which costs a ListOffsets and nothing else. 0: no early look.
+    stuck_after_assign_s: float = 5.0
     #: After this many checks in a row failed (the consumer's own offset lookup erring) while the broker
     #: answers another client, the consumer is taken for wedged and replaced by a new one (kafka_stuck).
     #: 0: never.

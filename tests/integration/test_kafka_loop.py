@@ -357,6 +357,53 @@ def test_a_partition_that_stops_fetching_silently_is_restarted(stack, unique, wa
         assert loop.stuck_restarts == 0
 
 
+class _NeverStartsAfterAssign(RunLoop):
+    """A loop whose partition 3 never fetches after its first assignment (paused behind the loop's back right
+    there, as a pause racing the fetch start leaves it: librdkafka issues 2190, 5591)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.froze: list[TopicPartition] = []
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        super()._on_assign(consumer, partitions)
+        if not self.froze:
+            self.froze = [tp for tp in partitions if tp.partition == 3]
+            consumer.pause([TopicPartition(tp.topic, tp.partition) for tp in self.froze])
+
+
+@pytest.mark.parametrize("early", [2.0, 0.0], ids=["early-look", "no-early-look"])
+def test_a_partition_that_never_starts_after_an_assignment_is_restarted_soon(stack, unique, early):
+    """A partition whose fetch never starts after its assignment is looked at stuck_after_assign_s after it
+    and restarted, long before the next regular check (60 s here): its records all come, each once. Without
+    the early look (0) they wait for that check."""
+    src, dst = f"t-early-{unique}", f"t-early-out-{unique}"
+    handler, seen, by_part, send = _six_hosts_a_partition(stack.kafka_bootstrap, src, dst, unique)
+    hosts = [h for p in range(PARTS) for h in by_part[p][:3]]
+    send(hosts)
+    loop = _NeverStartsAfterAssign(LoopConfig(
+        service="test", group_id=f"g-{unique}", subscriptions={src: SeedMessage}, bootstrap=stack.kafka_bootstrap,
+        commit_interval_s=0.2, stuck_check_s=60.0, stuck_after_assign_s=early), handler)
+
+    async def drive() -> None:
+        task = asyncio.create_task(loop.run(install_signals=False))
+        end = time.time() + 15
+        while len(seen) < len(hosts) and time.time() < end:
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(1.0)  # a record delivered twice would come now
+        loop.stop()
+        await task
+
+    asyncio.run(drive())
+    assert loop.froze, "partition 3 was never assigned"
+    if early:
+        assert sorted(seen) == sorted(f"http://{h}/" for h in hosts)
+        assert loop.stuck_restarts == 1
+    else:
+        assert sorted(seen) == sorted(f"http://{h}/" for p in range(PARTS) if p != 3 for h in by_part[p][:3])
+        assert loop.stuck_restarts == 0
+
+
 class _WedgedFirstConsumer(RunLoop):
     """A loop whose first consumer's stuck check fails as the wedged WARC writer's did (an engine-fault e2e
     run: "Local: Unknown partition", every check, for good); a replacement's checks are the real ones."""

@@ -86,6 +86,9 @@ REPLAYS_SKIPPED = Counter("streamcrawl_fetcher_replays_skipped",
                           "Replayed requests whose lease this fetcher had already finished (before a crash)")
 INTERRUPTED = Counter("streamcrawl_fetcher_interrupted",
                       "Replayed requests whose request to the host was under way when a fetcher stopped")
+ROBOTS_REFETCHED = Counter("streamcrawl_fetcher_robots_refetched",
+                           "robots.txt rules dropped for a refetch: fetched under a lease a crash interrupted, "
+                           "so their archive records were lost")
 RESULTS = Counter("streamcrawl_fetcher_results", "Fetch results by outcome", ["outcome"])
 STATUS = Counter("streamcrawl_fetcher_http_responses", "HTTP responses by status class", ["status_class"])
 FETCH_SECONDS = Histogram("streamcrawl_fetcher_fetch_seconds", "Page request wall time incl. body",
@@ -266,6 +269,8 @@ class FetcherHandler(OwnRequests, StatelessHandler):
                 # may have served it for as long as until now (and the politeness delay is 10x that), so
                 # asking again right away could hit a host that has just been busy with us for a while.
                 INTERRUPTED.inc()
+                if self.policy.warc and await self.robots.drop_fetched_since(req.host, row.started_at):
+                    ROBOTS_REFETCHED.inc()  # its request was robots.txt: archived by the next lease's
                 return result("interrupted", started_at=row.started_at, ended_at=started,
                               fetch_s=interrupted_fetch_s(row.started_at, started),
                               error="the fetcher stopped while this request was under way; not repeated now")

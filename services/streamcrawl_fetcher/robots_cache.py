@@ -125,6 +125,21 @@ class RobotsCache:
                 ROBOTS_PERSIST_FAILURES.inc()
                 log.warning("robots not persisted", extra={"error": repr(exc)[:300]})
 
+    async def drop_fetched_since(self, host: str, since: float) -> bool:
+        """Forget `host`'s rules if they were fetched at or after `since` (here, and in host_state, where they
+        are written back as fetched at time 0: stale, so the next lookup misses and robots.txt is fetched
+        again). For a lease that a crash interrupted after its robots.txt request: the rules were persisted
+        before the lease's outputs were durable, so the request's archive records went down with the
+        process, and without this the robots.txt a host was crawled under would never be archived (seen in
+        a kill -9 e2e run). The cost: one more robots.txt request, under a lease of its own. Returns whether
+        it dropped them. Cassandra errors propagate (the run loop retries the record; this runs again)."""
+        rules = self._mem.get(host) or await self._load(host)
+        if rules is None or rules.stale_fallback or rules.fetched_at < since:
+            return False
+        self.forget(host)
+        await self.state.host_put_robots(host, rules.status, rules.text or None, 0.0, rules.crawl_delay())
+        return True
+
     async def soft404(self, host: str) -> str | None:
         """The host's soft-404 probe answer ("%016x" signature or NO_SOFT404), or None when the host has
         not been probed under its current robots.txt. Read from host_state once when not in memory."""

@@ -1321,3 +1321,66 @@ def test_no_own_records_without_warc_and_a_failed_store_archives_without_the_bod
     off = Rig(dns_server.port, web)
     off.handler.policy = FetchPolicy(warc=False)
     assert off.run(off.request("/page", host="other.test")).outcome == "robots_fetched" and off.archived == []
+
+
+def test_robots_txt_fetched_under_a_lease_a_crash_cut_short_is_fetched_again_and_archived(rig: Rig) -> None:
+    """The fetcher dies after its robots.txt request, the rules persisted, before the lease's outputs (its
+    result and the request's archive records) were durable. The replay reports the lease interrupted and
+    drops those rules, so the next lease fetches robots.txt again and its records reach the WARC writer;
+    without that the robots.txt the host is crawled under is never archived. A page lease cut short the same
+    way keeps rules fetched under an earlier lease."""
+    rig.web.routes["/robots.txt"] = Reply(200, b"User-agent: *\nAllow: /\n")
+
+    def robots_requests() -> int:
+        return [s.path for s in rig.web.seen].count("/robots.txt")
+
+    rig.web.routes["/x"] = Reply(200, b"body")
+    req = rig.request("/x")
+    rig.state.hosts.setdefault(req.host, HostState(req.host)).lease_id = req.lease_id
+
+    async def killed_before_the_outputs() -> FetchResult:
+        try:
+            return await rig.handler.fetch(req, maybe_replay=False, archive=[])  # the outputs go with it
+        finally:
+            await rig.http.client.aclose()
+
+    rig.http.client = make_client(16)
+    assert asyncio.run(killed_before_the_outputs()).outcome == "robots_fetched"
+    assert robots_requests() == 1
+
+    def restarted() -> None:  # a new process: nothing in memory, the same host_state
+        rig.robots = RobotsCache(rig.state, rig.robots.fetch, RobotsConfig())
+        rig.handler = FetcherHandler(rig.http, rig.robots, rig.state, rig.blobs,  # type: ignore[arg-type]
+                                     rig.handler.policy)
+
+    restarted()
+    assert rig.run(req).outcome == "interrupted"
+    assert robots_requests() == 1  # nothing sent by the replay
+    nxt = rig.request("/x")
+    assert rig.run(nxt).outcome == "robots_fetched"
+    assert robots_requests() == 2
+    assert [a.value.url for a in rig.archived] == [rig.url("/robots.txt")]  # type: ignore[union-attr]
+    # a page lease cut short: the rules came from the lease before, and stay (the host's probe answered)
+    asyncio.run(rig.state.host_put_soft404(nxt.host, "none"))
+    restarted()
+    rig.web.routes["/slow"] = Reply(200, b"body", delay_s=5.0)
+    page = rig.request("/slow")
+    rig.state.hosts[page.host].lease_id = page.lease_id
+
+    async def killed_mid_request() -> None:
+        task = asyncio.ensure_future(rig.handler.handle(Record("t", 0, 0, page.host, b""), page))
+        deadline = time.time() + 10
+        while "/slow" not in rig.web.pages() and time.time() < deadline:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await rig.http.client.aclose()
+
+    rig.http.client = make_client(16)
+    asyncio.run(killed_mid_request())
+    assert "/slow" in rig.web.pages()
+    restarted()
+    assert rig.run(page).outcome == "interrupted"
+    assert asyncio.run(rig.robots.cached(page.host, time.time())) is not None
+    assert robots_requests() == 2

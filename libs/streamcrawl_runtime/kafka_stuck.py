@@ -88,9 +88,13 @@ class LoopStuckWatch:
         if not new or self.cfg.stuck_after_assign_s <= 0:
             return
         for tp in new:
-            tracker = self._offsets.get(tp)
-            self._seen_at_check[tp] = tracker.highest_seen if tracker is not None else -1
+            self._seen_at_check[tp] = self._delivered_to(tp)
         self._next_stuck_check = time.monotonic() + self.cfg.stuck_after_assign_s
+
+    def _delivered_to(self, tp: TP) -> int:
+        """The highest offset of ``tp`` the loop has seen (-1: none)."""
+        tracker = self._offsets.get(tp)
+        return tracker.highest_seen if tracker is not None else -1
 
     def _note_paused(self) -> None:
         """The loop paused: records were held back on purpose, so this interval proves nothing."""
@@ -98,8 +102,7 @@ class LoopStuckWatch:
 
     def _still_since_check(self) -> list[TP]:
         """The partitions that delivered nothing since the last check (and the books for the next)."""
-        seen = {tp: (self._offsets[tp].highest_seen if tp in self._offsets else -1)
-                for tp in self._own.assigned - self._own.held}
+        seen = {tp: self._delivered_to(tp) for tp in self._own.assigned - self._own.held}
         still = [tp for tp, pos in seen.items() if self._seen_at_check.get(tp) == pos]
         self._seen_at_check = seen
         return still

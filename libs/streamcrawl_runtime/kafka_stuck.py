@@ -21,6 +21,12 @@ committed by a client outside the group, and a new member joins. A WARC writer w
 engine-fault e2e run: fenced at the end of a 30 s Kafka freeze, it took an assignment and never fetched,
 while its group showed no member at all and every check, for 7 minutes, answered "Local: Unknown
 partition" for partitions of a topic that had them; no call on that client brought it back.
+
+A member with no partition at all is past the stuck check's reach. One that has had none for
+`orphan_after_s` asks the broker whether its group lists it, and is replaced the same way when it is
+outside the group at two looks in a row (a fenced KIP-848 member that never rejoined: a dedup so after a
+30 s Kafka freeze, its group empty for 7 minutes). A spare member (more members than partitions) is
+listed, and left alone.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import time
 from typing import TYPE_CHECKING
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from prometheus_client import Counter
 
 from streamcrawl_runtime.health import Readiness
@@ -78,6 +85,13 @@ class LoopStuckWatch:
         # idle, not stuck, and not read again until its log grows (a probe client per check costs).
         self._idle_at_end: dict[TP, int] = {}
         self._failed_checks = 0  # in a row
+        self._failure_counted_at = -1e18  # monotonic time the last failed check was counted at
+        # Since when the member has had no partition at all (None: it has some); and how many membership
+        # looks in a row found it outside its group (see _watch_orphan_async).
+        self._unassigned_since: float | None = None
+        self._next_orphan_check = 0.0
+        self._out_of_group = 0
+        self.orphan_looks = 0
         self.consumers_replaced = 0
 
     def _note_assigned_for_stuck(self, new: set[TP]) -> None:
@@ -110,19 +124,36 @@ class LoopStuckWatch:
     async def _watch_stuck_async(self, consumer: Consumer) -> None:
         """Called by the loop after a poll returned; a check every stuck_check_s (in a worker thread)."""
         now = time.monotonic()
+        await self._watch_orphan_async(now)
         if now < self._next_stuck_check or self.cfg.stuck_check_s <= 0:
             return
         self._next_stuck_check = now + self.cfg.stuck_check_s
         paused, self._paused_since_check = self._paused_since_check or self._paused, False
         still = self._still_since_check()
-        if paused or not still or self.cfg.group_protocol != "consumer":
+        if paused:
+            # Records were held back on purpose, so a still partition proves nothing; except one that has
+            # delivered nothing since its assignment: the loop pauses those only at their first record
+            # (kafka_rebalance._on_assign), so it was fetching all along, or never started. A frontier
+            # partition assigned at a Kafka freeze's thaw, under the burst that follows it, was passed
+            # over so and restarted only 39 s after the thaw (an engine-fault CI run).
+            still = [tp for tp in still if tp in self._unstarted]
+        if not still or self.cfg.group_protocol != "consumer":
             return  # eager assignment: no incremental calls to restart one partition with
         try:
             n = await asyncio.to_thread(self._restart_stuck, consumer, still)
         except Exception as exc:  # the broker away (the next check), or this client wedged
+            # Looked at again soon rather than a whole interval later: a check fails when the client's
+            # metadata is not back yet after an outage ("Local: Unknown partition" 9 s after a thaw), just
+            # when partitions assigned at the thaw may not have started.
+            if self.cfg.stuck_after_assign_s > 0:
+                self._next_stuck_check = min(self._next_stuck_check, now + self.cfg.stuck_after_assign_s)
             # Counted only while the broker answers another client: failures during an outage say nothing.
-            if self.cfg.wedged_after_checks > 0 and await self._broker_answers():
+            # And once a regular interval at most: the sooner looks above must not make a wedge of a
+            # client whose metadata takes a few of them to come back.
+            if (self.cfg.wedged_after_checks > 0 and now - self._failure_counted_at >= self.cfg.stuck_check_s
+                    and await self._broker_answers()):
                 self._failed_checks += 1
+                self._failure_counted_at = now
             log.warning("stuck-partition check failed",
                         extra={"error": str(exc)[:300], "in_a_row": self._failed_checks})
             if 0 < self.cfg.wedged_after_checks <= self._failed_checks:
@@ -132,6 +163,46 @@ class LoopStuckWatch:
         if n:
             self.stuck_restarts += n
             log.warning("partitions with records to read delivered nothing: restarted", extra={"partitions": n})
+
+    async def _watch_orphan_async(self, now: float) -> None:
+        """A member with no partition for orphan_after_s asks the broker whether its group still has it
+        (every stuck_after_assign_s); found outside it twice in a row while the broker answers, its consumer
+        is replaced by a new member. librdkafka's KIP-848 member can stay out of its group after a fence
+        for good: a dedup fenced at a 30 s Kafka freeze's thaw polled on for 7 minutes with no assignment,
+        its group empty, nothing logged (an engine-fault CI run); the stuck watch looks only at assigned
+        partitions. A spare member (more instances than partitions) is in its group, and is left alone."""
+        if self.cfg.orphan_after_s <= 0 or self._own.assigned:
+            self._unassigned_since, self._out_of_group = None, 0
+            return
+        if self._unassigned_since is None:
+            self._unassigned_since = now
+        if now - self._unassigned_since < self.cfg.orphan_after_s or now < self._next_orphan_check:
+            return
+        self._next_orphan_check = now + max(self.cfg.stuck_after_assign_s, 0.5)
+        self.orphan_looks += 1
+        try:
+            member = await asyncio.to_thread(self._in_group, self.consumer)
+        except Exception as exc:  # the broker away: nothing can be told
+            log.warning("group membership look failed", extra={"error": str(exc)[:300]})
+            return
+        if member:
+            self._out_of_group = 0
+            # A spare member: looked at again much later (a look costs a client and a round trip).
+            self._next_orphan_check = now + 4 * max(self.cfg.stuck_check_s, self.cfg.orphan_after_s)
+            return
+        self._out_of_group += 1
+        if self._out_of_group < 2:
+            return
+        await self._replace_wedged_async(f"outside its group, no partition for {now - self._unassigned_since:.0f} s")
+        self._unassigned_since, self._out_of_group = None, 0
+
+    def _in_group(self, consumer: Consumer) -> bool:
+        """Whether the group's description (by a client of its own) lists ``consumer``'s member id."""
+        member_id = consumer.memberid()
+        admin = AdminClient({"bootstrap.servers": self.cfg.bootstrap, "log_level": 0})
+        described = admin.describe_consumer_groups([self.cfg.group_id], request_timeout=5.0)
+        group = described[self.cfg.group_id].result(timeout=10.0)
+        return bool(member_id) and any(m.member_id == member_id for m in group.members)
 
     def _restart_stuck(self, consumer: Consumer, still: list[TP]) -> int:
         """Restart those of ``still`` that have records beyond the loop's position. Returns how many."""
@@ -181,11 +252,11 @@ class LoopStuckWatch:
             return False
         return True
 
-    async def _replace_wedged_async(self) -> None:
+    async def _replace_wedged_async(self, why: str = "wedged") -> None:
         """Replace the consumer by a new group member (see the module docstring), between two polls."""
         old, owned = self.consumer, sorted(self._own.owned)
-        log.error("consumer wedged: replaced by a new group member", extra={
-            "failed_checks": self._failed_checks, "partitions": len(self._own.assigned)})
+        log.error("consumer replaced by a new group member", extra={
+            "why": why, "failed_checks": self._failed_checks, "partitions": len(self._own.assigned)})
         REPLACED.labels(self.cfg.service).inc()
         self.consumers_replaced += 1
         # Handed over as at a revocation; its offsets are committed once the old member is gone (below).
@@ -215,8 +286,10 @@ class LoopStuckWatch:
         self._closing = True
         try:
             threading.Thread(target=close, name="close-wedged", daemon=True).start()
-            if not await asyncio.to_thread(closed.wait, 30.0):
-                log.warning("wedged consumer not closed after 30 s: left behind")
+            # Waited for only when its offsets are to be committed apart (accepted once it is gone).
+            wait_s = 30.0 if commits else 2.0
+            if not await asyncio.to_thread(closed.wait, wait_s):
+                log.warning("wedged consumer not closed in time: left behind", extra={"waited_s": wait_s})
         finally:
             self._closing = False
         if commits:

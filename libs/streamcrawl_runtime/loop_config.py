@@ -62,6 +62,9 @@ class LoopConfig:
     #: answers another client, the consumer is taken for wedged and replaced by a new one (kafka_stuck).
     #: 0: never.
     wedged_after_checks: int = 4
+    #: A member that has had no partition for this long asks whether its group still lists it; outside it
+    #: twice in a row, its consumer is replaced by a new member (kafka_stuck._watch_orphan_async). 0: never.
+    orphan_after_s: float = 10.0
     transient_backoff_s: float = 1.0
     # The longest wait between retries of a record during an outage: once the engine is back, a record
     # resumes within this (a longer cap only adds to the time a crawl needs to recover).

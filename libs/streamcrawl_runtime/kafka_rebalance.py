@@ -74,6 +74,7 @@ class LoopRebalance:
         async def _flushed_async(self, flush_s: float = 30.0) -> bool: ...
         def _commit(self, offsets: list[TopicPartition]) -> None: ...
         def _note_assigned_for_stuck(self, new: set[TP]) -> None: ...
+        def _note_fenced(self) -> None: ...
 
     def _init_rebalance(self) -> None:
         self._fresh_from: dict[TP, int] = {}  # (topic, partition) → log end when assigned
@@ -228,6 +229,8 @@ class LoopRebalance:
             return
         lost, _hold = self._own.revoke((tp.topic, tp.partition) for tp in partitions)
         REBALANCES.labels(self.cfg.service, "lost").inc(len(partitions))
+        if partitions:
+            self._note_fenced()  # this client is replaced once the broker answers (kafka_stuck)
         log.warning("partitions lost", extra={"partitions": len(partitions)})
         # Their offsets leave the books now, not when the release below has run: a periodic commit in
         # between would name partitions this member no longer has, and a synchronous commit of a member

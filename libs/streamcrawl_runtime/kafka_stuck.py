@@ -26,7 +26,11 @@ A member with no partition at all is past the stuck check's reach. One that has 
 `orphan_after_s` asks the broker whether its group lists it, and is replaced the same way when it is
 outside the group at two looks in a row (a fenced KIP-848 member that never rejoined: a dedup so after a
 30 s Kafka freeze, its group empty for 7 minutes). A spare member (more members than partitions) is
-listed, and left alone.
+listed, and left alone. After a fence ("partitions lost") the first look comes `orphan_after_fence_s`
+after it: across a 30 s Kafka freeze the fenced members were the ones that stayed out (a frontier held
+15 s until the orphan watch replaced it, its hosts 21 s late). A fenced member is not replaced outright:
+one that has rejoined holds its partitions on the broker until its session expires, and a new member
+waited 20 s for them in a trial run.
 """
 
 from __future__ import annotations
@@ -93,6 +97,15 @@ class LoopStuckWatch:
         self._out_of_group = 0
         self.orphan_looks = 0
         self.consumers_replaced = 0
+        self.fences = 0
+        self._fenced = False  # fenced since the member last had a partition
+
+    def _note_fenced(self) -> None:
+        """The group fenced this client (from on_lost, in consume()'s thread): the orphan watch looks soon."""
+        self.fences += 1
+        self._fenced = True
+        self._unassigned_since = time.monotonic()
+        self._next_orphan_check = 0.0
 
     def _note_assigned_for_stuck(self, new: set[TP]) -> None:
         """Newly assigned partitions (called from on_assign): their baseline is "nothing delivered", and the
@@ -172,13 +185,16 @@ class LoopStuckWatch:
         its group empty, nothing logged (an engine-fault CI run); the stuck watch looks only at assigned
         partitions. A spare member (more instances than partitions) is in its group, and is left alone."""
         if self.cfg.orphan_after_s <= 0 or self._own.assigned:
-            self._unassigned_since, self._out_of_group = None, 0
+            self._unassigned_since, self._out_of_group, self._fenced = None, 0, False
             return
         if self._unassigned_since is None:
             self._unassigned_since = now
-        if now - self._unassigned_since < self.cfg.orphan_after_s or now < self._next_orphan_check:
+        after = self.cfg.orphan_after_s
+        if self._fenced and self.cfg.orphan_after_fence_s > 0:
+            after = min(after, self.cfg.orphan_after_fence_s)
+        if now - self._unassigned_since < after or now < self._next_orphan_check:
             return
-        self._next_orphan_check = now + max(self.cfg.stuck_after_assign_s, 0.5)
+        self._next_orphan_check = now + max(min(self.cfg.stuck_after_assign_s, after), 0.5)
         self.orphan_looks += 1
         try:
             member = await asyncio.to_thread(self._in_group, self.consumer)
@@ -193,8 +209,9 @@ class LoopStuckWatch:
         self._out_of_group += 1
         if self._out_of_group < 2:
             return
-        await self._replace_wedged_async(f"outside its group, no partition for {now - self._unassigned_since:.0f} s")
-        self._unassigned_since, self._out_of_group = None, 0
+        await self._replace_wedged_async(f"outside its group, no partition for {now - self._unassigned_since:.0f} s"
+                                         + (" since a fence" if self._fenced else ""))
+        self._unassigned_since, self._out_of_group, self._fenced = None, 0, False
 
     def _in_group(self, consumer: Consumer) -> bool:
         """Whether the group's description (by a client of its own) lists ``consumer``'s member id."""
@@ -268,7 +285,7 @@ class LoopStuckWatch:
         self._fresh_from.clear()
         self._seen_at_check, self._idle_at_end = {}, {}
         self._paused, self._offset_fetch_failed_at, self._commit_sent_at = False, None, None
-        self._failed_checks = 0
+        self._failed_checks, self._fenced = 0, False
         self.readiness.assigned(0)
         # Closed on a thread of its own, given a while: a wedged client may never finish closing, and a
         # thread of the loop's executor left waiting on it would hold up the process's exit. Its late

@@ -65,6 +65,12 @@ class LoopConfig:
     #: A member that has had no partition for this long asks whether its group still lists it; outside it
     #: twice in a row, its consumer is replaced by a new member (kafka_stuck._watch_orphan_async). 0: never.
     orphan_after_s: float = 10.0
+    #: The same look, this soon after the group fenced the member (partitions lost: its session expired,
+    #: e.g. across a broker freeze): a fenced member normally rejoins within a heartbeat (1 s here), so one
+    #: still outside its group this long after the fence is replaced early. Only a member its group does
+    #: not list is replaced: one that rejoined holds its partitions on the broker until its session
+    #: expires (15 s here), and a replacement would wait for that (seen: 20 s). 0: orphan_after_s applies.
+    orphan_after_fence_s: float = 2.0
     transient_backoff_s: float = 1.0
     # The longest wait between retries of a record during an outage: once the engine is back, a record
     # resumes within this (a longer cap only adds to the time a crawl needs to recover).

@@ -230,7 +230,7 @@ class LoopRebalance:
         lost, _hold = self._own.revoke((tp.topic, tp.partition) for tp in partitions)
         REBALANCES.labels(self.cfg.service, "lost").inc(len(partitions))
         if partitions:
-            self._note_fenced()  # this client is replaced once the broker answers (kafka_stuck)
+            self._note_fenced()  # the orphan watch looks at the group soon (kafka_stuck)
         log.warning("partitions lost", extra={"partitions": len(partitions)})
         # Their offsets leave the books now, not when the release below has run: a periodic commit in
         # between would name partitions this member no longer has, and a synchronous commit of a member

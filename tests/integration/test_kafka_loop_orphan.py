@@ -104,7 +104,6 @@ def test_a_spare_member_with_no_partition_is_left_alone(stack, unique):
     assert sum(loop.handled for loop in loops) == 5
 
 
-
 class _StaysOutAfterFence(RunLoop):
     """A loop whose consumer, once fenced, stays out of its group (unsubscribed: it polls on with no
     assignment, as a fenced KIP-848 member that never rejoins did after a Kafka freeze)."""
